@@ -1,0 +1,40 @@
+# Transfer Lab: `make run` sets up and starts the app, `make test` sets up and runs the tests.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.requirements-installed
+HOST   ?= 127.0.0.1
+PORT   ?= 8501
+
+.PHONY: run test test-slow setup assets browser clean-cache
+
+setup: $(STAMP)
+
+# torch first and alone: torch==2.13.0 is the local CPU wheel; resolving it together with the rest
+# could let pip pick a CUDA build from the registry.
+$(STAMP): requirements.txt constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q "$$(head -n 1 requirements.txt)"
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt -c constraints.txt
+	touch $(STAMP)
+
+assets: setup
+	$(PY) -m labcore assets fetch --default
+
+run: assets
+	$(VENV)/bin/streamlit run app.py --server.address $(HOST) --server.port $(PORT)
+
+# The browser test needs Debian's chromium; install it where apt-get exists, skip quietly elsewhere.
+browser:
+	@command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
+	  [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+	  echo "chromium could not be installed: the browser test will be skipped"
+
+test: setup browser
+	$(PY) -m pytest
+
+test-slow: setup browser
+	$(PY) -m pytest -m "slow"
+
+clean-cache:
+	rm -rf cache/assets cache/datasets

@@ -1,0 +1,209 @@
+"""What a discipline is, and how its data set is built once and cached as Arrow.
+
+A discipline turns one source (a fetched file, a generator, an upload) into a ``datasets.DatasetDict``
+with ``train``, ``validation`` and ``test`` splits and a :class:`DisciplineInfo` that says how to read it.
+
+Column conventions, shared by every discipline so the engine needs no per-discipline code:
+
+* ``tokens``  (list of int): for ``input_kind == "tokens"``; each value indexes ``info.alphabet``.
+* ``vectors`` (list of list of float, ``[length, vector_dim]``): for ``input_kind == "vectors"``.
+* ``text``    (str): for ``input_kind == "text"``; tokenised later by the chosen model's own tokenizer.
+* ``label``: int class index (``output_kind == "class"``), list of 0/1 ints of length ``n_bits``
+  (``"multilabel"``) or float (``"regression"``).
+* ``group`` (str, optional): examples that share a group are windows of one item (a music piece);
+  splits never cut a group, and evaluation votes over a group's windows (``info.vote_by_group``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, ClassVar
+
+from labcore import paths
+from labcore.errors import LabError
+
+ProgressFn = Callable[[str], None]
+
+INPUT_KINDS = ("tokens", "vectors", "text")
+OUTPUT_KINDS = ("class", "multilabel", "regression")
+METRICS = ("accuracy", "f1", "mcc", "spearman", "bit_accuracy")
+SPLITS = ("train", "validation", "test")
+
+# Bump when a builder's output changes for the same parameters, so stale Arrow caches are rebuilt.
+BUILD_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NoParams:
+    """Parameters of a discipline that has none."""
+
+
+@dataclass(frozen=True)
+class DisciplineInfo:
+    name: str
+    title: str
+    input_kind: str
+    output_kind: str
+    metric: str
+    citation: str  # one line: the paper (and section) the discipline comes from
+    source: str  # where the data comes from, in words
+    licence: str
+    alphabet: tuple[str, ...] = ()  # tokens: symbol of each token index
+    vector_dim: int = 0  # vectors: dimension of each input vector
+    class_names: tuple[str, ...] = ()  # class: name of each label index
+    n_bits: int = 0  # multilabel: number of output bits
+    max_length: int = 0  # longest sequence the builder emits (tokens/vectors), 0 for text
+    vote_by_group: bool = False  # evaluation votes over the windows of a group
+    assets: tuple[str, ...] = ()  # names in labcore.assets.ASSETS this discipline needs
+    notes: str = ""  # split rule, caps, anything a user should know
+
+    def __post_init__(self) -> None:
+        if self.input_kind not in INPUT_KINDS:
+            raise ValueError(f"{self.name}: input_kind {self.input_kind!r} not in {INPUT_KINDS}")
+        if self.output_kind not in OUTPUT_KINDS:
+            raise ValueError(f"{self.name}: output_kind {self.output_kind!r} not in {OUTPUT_KINDS}")
+        if self.metric not in METRICS:
+            raise ValueError(f"{self.name}: metric {self.metric!r} not in {METRICS}")
+
+    @property
+    def num_outputs(self) -> int:
+        """Width of the prediction head."""
+        if self.output_kind == "class":
+            return len(self.class_names)
+        if self.output_kind == "multilabel":
+            return self.n_bits
+        return 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+class Discipline:
+    """Base class: subclasses set ``name``/``title``/``Params`` and implement ``info`` and ``build``."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    Params: ClassVar[type] = NoParams
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}  # e.g. {"paper": {...}} over Params' defaults
+
+    def info(self, params: Any) -> DisciplineInfo:
+        raise NotImplementedError
+
+    def build(self, params: Any, progress: ProgressFn) -> "datasets.DatasetDict":  # noqa: F821
+        raise NotImplementedError
+
+    def available(self) -> tuple[bool, str]:
+        """Whether the discipline can be built here, and if not, why (names the fix)."""
+        from labcore import assets
+
+        for name in self.info(self.Params()).assets:
+            if not assets.is_available(name):
+                return False, f"asset {name!r} missing: run `python -m labcore assets fetch {name}`"
+        return True, ""
+
+
+def parse_params(discipline: Discipline, values: dict[str, Any] | None = None, preset: str = "") -> Any:
+    """Build the discipline's frozen Params from a preset and overrides; unknown keys are an error."""
+    merged: dict[str, Any] = {}
+    if preset:
+        if preset not in discipline.presets:
+            valid = ", ".join(discipline.presets) or "(none)"
+            raise LabError(f"discipline {discipline.name!r} has no preset {preset!r}; valid presets: {valid}")
+        merged.update(discipline.presets[preset])
+    merged.update(values or {})
+    fields = {f.name: f for f in dataclasses.fields(discipline.Params)}
+    unknown = sorted(set(merged) - set(fields))
+    if unknown:
+        valid = ", ".join(fields) or "(none)"
+        raise LabError(f"discipline {discipline.name!r} has no parameter(s) {', '.join(unknown)}; "
+                       f"valid parameters: {valid}")
+    return discipline.Params(**merged)
+
+
+def params_key(name: str, params: Any) -> str:
+    payload = json.dumps({"name": name, "params": dataclasses.asdict(params), "v": BUILD_VERSION},
+                         sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def cache_path(name: str, params: Any) -> Path:
+    safe = name.replace(":", "_").replace("/", "_")
+    return paths.datasets_dir() / safe / params_key(name, params)
+
+
+def seeded_split(n: int, fractions: tuple[float, float, float], seed: int) -> tuple[list[int], list[int], list[int]]:
+    """Deterministic index split into train/validation/test with the given fractions (sum 1)."""
+    import numpy as np
+
+    order = np.random.default_rng(seed).permutation(n)
+    n_val = int(round(n * fractions[1]))
+    n_test = int(round(n * fractions[2]))
+    n_train = n - n_val - n_test
+    return (sorted(order[:n_train].tolist()), sorted(order[n_train:n_train + n_val].tolist()),
+            sorted(order[n_train + n_val:].tolist()))
+
+
+def group_split(groups: list[str], fractions: tuple[float, float, float],
+                seed: int) -> tuple[list[int], list[int], list[int]]:
+    """Like :func:`seeded_split` but over groups: all rows of a group land in the same split."""
+    unique = sorted(set(groups))
+    train_g, val_g, test_g = seeded_split(len(unique), fractions, seed)
+    where = {}
+    for split, chosen in enumerate((train_g, val_g, test_g)):
+        for i in chosen:
+            where[unique[i]] = split
+    out: tuple[list[int], list[int], list[int]] = ([], [], [])
+    for row, group in enumerate(groups):
+        out[where[group]].append(row)
+    return out
+
+
+def load_cached(discipline: Discipline, params: Any, progress: ProgressFn = print):
+    """Load the built DatasetDict from the Arrow cache, building it first if needed.
+
+    The build writes into a temporary folder and is renamed into place only when complete, so an
+    interrupted or failed build never replaces (or half-writes) a good cached copy.
+    """
+    import datasets
+
+    datasets.disable_progress_bars()  # the lab reports progress itself; tqdm bars flood logs and pages
+    target = cache_path(discipline.name, params)
+    if (target / "dataset_dict.json").is_file():
+        return datasets.load_from_disk(str(target))
+    dataset = discipline.build(params, progress)
+    missing = [s for s in SPLITS if s not in dataset]
+    if missing:
+        raise LabError(f"discipline {discipline.name!r} built no {', '.join(missing)} split")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=".building-"))
+    try:
+        dataset.save_to_disk(str(tmp))
+        (tmp / "info.json").write_text(json.dumps(discipline.info(params).to_dict(), indent=1))
+        if target.exists():  # another process finished first; keep its copy
+            shutil.rmtree(tmp)
+        else:
+            os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return datasets.load_from_disk(str(target))
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What `data show` prints and the Data page shows: sizes, balance, lengths, examples."""
+
+    name: str
+    split_sizes: dict[str, int]
+    class_counts: dict[str, int] = field(default_factory=dict)  # over all splits
+    length_min: int = 0
+    length_mean: float = 0.0
+    length_max: int = 0
+    examples: tuple[str, ...] = ()

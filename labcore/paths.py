@@ -1,0 +1,37 @@
+"""Where the lab keeps its files.
+
+Two roots, each movable with one environment variable:
+
+* ``TRANSFERLAB_CACHE`` (default ``<repo>/cache``): extracted assets, built data sets, the run store.
+  Tests point it elsewhere so they never touch a user's runs.
+* ``TRANSFERLAB_DOWNLOADS`` (default ``$XDG_CACHE_HOME/transferlab/downloads``, else
+  ``~/.cache/transferlab/downloads``): the package files fetched from PyPI and Debian. It lives outside
+  the checkout, like pip's and the hub libraries' caches, so a fresh clone extracts instead of downloading.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("TRANSFERLAB_CACHE") or REPO_ROOT / "cache").expanduser()
+
+
+def downloads_dir() -> Path:
+    explicit = os.environ.get("TRANSFERLAB_DOWNLOADS")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "transferlab" / "downloads"
+
+
+def assets_dir() -> Path:
+    return cache_dir() / "assets"
+
+
+def datasets_dir() -> Path:
+    return cache_dir() / "datasets"

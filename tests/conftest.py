@@ -1,0 +1,33 @@
+"""Shared test set-up: a cache of the tests' own, tier markers, and fetched assets on demand."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+# Before labcore is imported anywhere: the tests build data and runs in their own cache, never the
+# user's cache/. Package downloads stay shared (per-user download cache), so nothing is fetched twice.
+os.environ.setdefault("TRANSFERLAB_CACHE", str(REPO / ".test-cache"))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if not any(item.get_closest_marker(m) for m in ("integration", "slow", "browser")):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(scope="session")
+def fetched_assets():
+    """Fetch every default asset into the test cache once per session (extraction only, if downloaded)."""
+    from labcore import assets
+
+    outcome = assets.fetch_all(progress=lambda _msg: None)
+    failed = {name: msg for name, msg in outcome.items() if msg != "ok"}
+    if failed:
+        pytest.fail("assets could not be fetched: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
+    return outcome
