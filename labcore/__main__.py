@@ -1,0 +1,5 @@
+import sys
+
+from labcore.cli import main
+
+sys.exit(main())

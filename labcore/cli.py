@@ -1,0 +1,293 @@
+"""`python -m labcore ...`: assets, data, run, sweep, and the worker commands.
+
+Every RunSpec field is a flag (``--model``, ``--init``, ``--protocol``, ``--lr`` ...); ``--dparam k=v``
+and ``--pparam k=v`` set discipline and protocol parameters. In ``sweep`` any flag takes a comma list
+(``--init pretrained,random --seeds 0,1,2``) and the sweep is their product.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from typing import Any, Sequence
+
+from labcore.errors import LabError
+from labcore.spec import RunSpec, make_spec
+
+_SPEC_FIELDS = [f for f in dataclasses.fields(RunSpec)
+                if f.name not in ("discipline_params", "protocol_params", "mapping_table")]
+# Which fields group runs in a sweep table: everything but the seed.
+GROUP_IGNORES = ("seed",)
+
+
+def _convert(name: str, text: str) -> Any:
+    """Turn a flag's text into the RunSpec field's type."""
+    default = getattr(RunSpec(), name)
+    field_type = {f.name: f.type for f in dataclasses.fields(RunSpec)}[name]
+    try:
+        if isinstance(default, bool):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int) or "int" in str(field_type) and "float" not in str(field_type):
+            return int(text)
+        if isinstance(default, float) or "float" in str(field_type):
+            return float(text)
+    except ValueError:
+        raise LabError(f"--{name.replace('_', '-')}: {text!r} is not a valid value") from None
+    return text
+
+
+def _kv(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise LabError(f"{flag} takes key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunSpec field (text; converted by spec_from_args)."""
+    for f in _SPEC_FIELDS:
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None)
+    parser.add_argument("--dparam", action="append", metavar="KEY=VALUE", help="discipline parameter")
+    parser.add_argument("--pparam", action="append", metavar="KEY=VALUE", help="protocol parameter")
+    parser.add_argument("--mapping-table", dest="mapping_table", default=None,
+                        help="symbol:id pairs, comma separated (mapping kind table)")
+
+
+def _spec_values(args: argparse.Namespace) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for f in _SPEC_FIELDS:
+        text = getattr(args, f.name, None)
+        if text is not None:
+            values[f.name] = text
+    values["discipline_params"] = _kv(getattr(args, "dparam", None), "--dparam")
+    values["protocol_params"] = _kv(getattr(args, "pparam", None), "--pparam")
+    table = getattr(args, "mapping_table", None)
+    if table:
+        rows = []
+        for pair in table.split(","):
+            symbol, _, ident = pair.rpartition(":")
+            rows.append((symbol, int(ident)))
+        values["mapping_table"] = tuple(rows)
+    return values
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    values = _spec_values(args)
+    for f in _SPEC_FIELDS:
+        if f.name in values:
+            values[f.name] = _convert(f.name, values[f.name])
+    return make_spec(**values)
+
+
+def specs_from_sweep_args(args: argparse.Namespace) -> list[RunSpec]:
+    """The cartesian product of every comma-separated flag (and --seeds)."""
+    values = _spec_values(args)
+    if getattr(args, "seeds", None):
+        values["seed"] = args.seeds
+    lists: list[tuple[str, list[Any]]] = []
+    for f in _SPEC_FIELDS:
+        if f.name in values:
+            lists.append((f.name, [_convert(f.name, v) for v in str(values[f.name]).split(",")]))
+    specs = [dict(discipline_params=values["discipline_params"], protocol_params=values["protocol_params"],
+                  mapping_table=values.get("mapping_table", ()))]
+    for name, options in lists:
+        specs = [{**s, name: option} for s in specs for option in options]
+    return [make_spec(**s) for s in specs]
+
+
+# ------------------------------------------------------------------------------------------ commands
+
+
+def cmd_assets(args: argparse.Namespace) -> int:
+    from labcore import assets
+
+    if args.action == "list":
+        for name, asset in assets.ASSETS.items():
+            state = "available" if assets.is_available(name) else "missing"
+            print(f"{name:16} {asset.kind:8} {state:9} {asset.size / 2**20:7.1f} MB  "
+                  f"{asset.source}:{asset.requirement}  licence: {asset.licence}")
+        return 0
+    if args.action == "add":
+        if len(args.names) != 2:
+            raise LabError("usage: python -m labcore assets add NAME FILE")
+        assets.add(args.names[0], args.names[1])
+        return 0
+    from tqdm import tqdm
+
+    names = args.names or None
+    if args.all:
+        names = list(assets.ASSETS)
+    chosen = names or [n for n, a in assets.ASSETS.items() if a.default]
+    bar = tqdm(total=len(chosen), unit="asset", file=sys.stderr)
+    failures = {}
+    for name in chosen:
+        bar.set_description(name)
+        try:
+            assets.fetch(name, progress=lambda m: tqdm.write(m, file=sys.stderr))
+        except LabError as error:
+            failures[name] = str(error)
+        bar.update(1)
+    bar.close()
+    for name, message in failures.items():
+        print(f"error: {name}: {message}", file=sys.stderr)
+    return 1 if failures else 0
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from labcore import data
+
+    if args.action == "list":
+        for name in data.names():
+            discipline = data.get(name)
+            ok, why = discipline.available()
+            info = discipline.info(data.parse_params(discipline, {}))
+            if ok:
+                summary = data.summarize(name, progress=lambda m: print(f"  ({m})", file=sys.stderr),
+                                         n_examples=0)
+                sizes = "/".join(f"{summary.split_sizes[s]:,}" for s in ("train", "validation", "test"))
+                state = f"available  train/val/test {sizes}"
+            else:
+                state = f"unavailable: {why}"
+            classes = (", ".join(info.class_names) if info.output_kind == "class"
+                       else f"{info.output_kind} ({info.num_outputs} outputs)")
+            print(f"{name:22} {state}\n{'':22} {info.input_kind}; classes: {classes}\n"
+                  f"{'':22} licence: {info.licence}")
+        return 0
+    if not args.name:
+        raise LabError("usage: python -m labcore data show NAME")
+    params = _kv(args.dparam, "--dparam")
+    summary = data.summarize(args.name, params, preset=args.preset or "",
+                             progress=lambda m: print(f"({m})", file=sys.stderr))
+    _, info = data.load(args.name, params, preset=args.preset or "", progress=lambda _m: None)
+    total = sum(summary.split_sizes.values())
+    print(f"{args.name}: {info.title}")
+    print(f"  {total:,} sequences: " + ", ".join(f"{k} {v:,}" for k, v in summary.split_sizes.items()))
+    if summary.class_counts:
+        print("  classes: " + " / ".join(f"{c} {summary.class_counts.get(c, 0):,}" for c in info.class_names))
+    unit = "words" if info.input_kind == "text" else "tokens"
+    print(f"  length ({unit}): min {summary.length_min}, mean {summary.length_mean:.1f}, max {summary.length_max}")
+    print(f"  input: {info.input_kind}" + (f", alphabet of {len(info.alphabet)}" if info.alphabet else "")
+          + (f", vectors of dimension {info.vector_dim}" if info.vector_dim else ""))
+    print(f"  metric: {info.metric}; citation: {info.citation}")
+    print(f"  source: {info.source}; licence: {info.licence}")
+    if info.notes:
+        print(f"  notes: {info.notes}")
+    for example in summary.examples:
+        print(f"  e.g. {example}")
+    return 0
+
+
+def _print_event(event: dict[str, Any]) -> None:
+    kind = event["type"]
+    if kind == "log":
+        print(f"[log] {event['message']}", file=sys.stderr)
+    elif kind == "start":
+        print(f"[start] {event['key']}: {event['total_steps']} steps, {event['params_trainable']:,} of "
+              f"{event['params_total']:,} parameters train, {event['device']} {event['precision']}",
+              file=sys.stderr)
+    elif kind == "eval":
+        print(f"[eval] step {event['step']}: validation {event.get('metric', '')} {event['value']:.4f}",
+              file=sys.stderr)
+    elif kind == "step" and event["step"] % 20 == 0:
+        print(f"[step] {event['step']} loss {event['loss']:.4f} ({event['samples_per_s']:.1f} samples/s)",
+              file=sys.stderr)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from labcore.record import RunRecord
+    from labcore.run import iter_run
+
+    spec = spec_from_args(args)
+    record = None
+    for event in iter_run(spec):
+        _print_event(event)
+        if event["type"] == "result":
+            record = RunRecord.from_dict(event["record"])
+    assert record is not None
+    if args.json:
+        print(record.to_json())
+    else:
+        print(f"{record.status}: test {record.metric} {record.test_value:.4f} "
+              f"(majority {record.baseline.get('majority', float('nan')):.4f}) in {record.wall_time_s:.1f} s")
+    return 0
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from labcore.compare import sweep_table
+
+    specs = specs_from_sweep_args(args)
+    if getattr(args, "queue", False):
+        from labcore import cli_worker
+
+        return cli_worker.queue_sweep(specs, args)
+    from labcore.sweep import run_sweep
+
+    records = run_sweep(specs, progress=lambda m: print(m, file=sys.stderr), on_event=_print_event)
+    table = sweep_table(records)
+    if args.csv:
+        print(table.to_csv(index=False), end="")
+    else:
+        print(table.to_string(index=False))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m labcore", description="Transfer Lab command line")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("assets", help="list, fetch or add real weights and data")
+    p.add_argument("action", choices=["list", "fetch", "add"])
+    p.add_argument("names", nargs="*")
+    p.add_argument("--default", action="store_true", help="the default set (what make run fetches)")
+    p.add_argument("--all", action="store_true")
+    p.set_defaults(func=cmd_assets)
+
+    p = sub.add_parser("data", help="list disciplines or show one")
+    p.add_argument("action", choices=["list", "show"])
+    p.add_argument("name", nargs="?")
+    p.add_argument("--dparam", action="append", metavar="KEY=VALUE")
+    p.add_argument("--preset", default="")
+    p.set_defaults(func=cmd_data)
+
+    p = sub.add_parser("run", help="run one spec in this process")
+    add_spec_arguments(p)
+    p.add_argument("--json", action="store_true", help="print the result record as JSON on the last line")
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("sweep", help="run the product of comma-separated values; print a comparison table")
+    add_spec_arguments(p)
+    p.add_argument("--seeds", default=None, help="comma-separated seeds (same as --seed)")
+    p.add_argument("--csv", action="store_true")
+    p.add_argument("--queue", action="store_true", help="put the sweep in the worker queue instead")
+    p.add_argument("--group", default="", help="name of the sweep group (queued sweeps)")
+    p.set_defaults(func=cmd_sweep)
+
+    try:
+        from labcore import cli_worker
+    except ImportError:  # the worker commands are optional for the engine alone
+        cli_worker = None
+    if cli_worker is not None and hasattr(cli_worker, "add_commands"):
+        cli_worker.add_commands(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except LabError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2

@@ -1,0 +1,58 @@
+"""The result record of one run: JSON in, JSON out, identical after a round trip. No torch here."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("done", "failed", "diverged", "cancelled", "interrupted")
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    key: str
+    spec: dict[str, Any]  # the resolved RunSpec as a dict
+    status: str
+    metric: str = ""  # the discipline's metric name
+    validation: dict[str, float] = field(default_factory=dict)  # best-checkpoint validation metrics
+    test: dict[str, float] = field(default_factory=dict)  # the best checkpoint on the test split
+    baseline: dict[str, float] = field(default_factory=dict)  # majority class etc.
+    best_step: int = 0
+    steps_done: int = 0
+    total_steps: int = 0
+    steps_to_converge: int | None = None
+    train_loss: list[list[float]] = field(default_factory=list)  # [[step, loss], ...] (thinned)
+    val_curve: list[list[float]] = field(default_factory=list)  # [[step, metric], ...]
+    wall_time_s: float = 0.0
+    samples_per_s: float = 0.0
+    peak_memory_mb: float = 0.0
+    params_total: int = 0
+    params_trainable: int = 0
+    train_examples: int = 0
+    device: str = ""
+    precision: str = ""
+    pooling: str = ""
+    versions: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)  # protocol notes, subsampling, anything to know
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "RunRecord":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in values.items() if k in names})
+
+    @classmethod
+    def from_json(cls, text: str) -> "RunRecord":
+        return cls.from_dict(json.loads(text))
+
+    @property
+    def test_value(self) -> float | None:
+        return self.test.get(self.metric)

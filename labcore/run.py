@@ -1,0 +1,308 @@
+"""Orchestration of one RunSpec: data -> mapping -> model -> protocol -> train -> evaluate -> record.
+
+`iter_run` is a generator of JSON-able events whose last event is always {"type": "result", "record"}.
+It knows nothing of stores: the CLI prints the events, the worker streams them into the run store.
+Bad input raises :class:`labcore.errors.LabError` before any training starts.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+
+from labcore import data as data_registry
+from labcore.data.base import parse_params
+from labcore.errors import LabError
+from labcore.record import RunRecord
+from labcore.spec import RunSpec, parse_train_size, resolve
+
+StopFn = Callable[[], "str | None"]
+
+
+def resolve_spec(spec: RunSpec) -> RunSpec:
+    """The resolved spec (its key names the result). Reads the discipline registry only: no torch."""
+    discipline = data_registry.get(spec.discipline)
+    info = discipline.info(parse_params(discipline, dict(spec.discipline_params)))
+    return resolve(spec, info.input_kind)
+
+
+def _versions() -> dict[str, str]:
+    import torch
+    import transformers
+
+    import labcore
+
+    return {"python": platform.python_version(), "torch": torch.__version__,
+            "transformers": transformers.__version__, "labcore": labcore.__version__}
+
+
+def _peak_memory_mb(device: str) -> float:
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.max_memory_allocated() / 2**20
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
+    return kib / (2**20 if sys.platform == "darwin" else 2**10)
+
+
+def default_device() -> str:
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+class Prepared:
+    """Everything a run needs before the first step, built once (also used by analysis jobs)."""
+
+    def __init__(self, spec: RunSpec, *, attn_implementation: str = "sdpa", progress=lambda _m: None):
+        import torch
+
+        from labcore import mapping as mapping_lib
+        from labcore import models
+        from labcore.encode import TEXT_MAX_LENGTH, encode_split, slice_vocabulary, subsample
+
+        self.spec = spec = resolve_spec(spec)
+        self.notes: list[str] = []
+        progress(f"loading discipline {spec.discipline}")
+        self.dataset, self.info = data_registry.load(spec.discipline, dict(spec.discipline_params),
+                                                     progress=progress)
+        info = self.info
+        progress(f"loading model {spec.model} ({spec.init})")
+        base, tokenizer, binfo = models.load_backbone(spec.model, spec.init, seed=spec.seed,
+                                                      attn_implementation=attn_implementation)
+        self.tokenizer, self.backbone_info = tokenizer, binfo
+        self.mapping = None
+        if spec.input_adapter == "vocab":
+            if tokenizer is None:
+                raise LabError(f"model {spec.model!r} has no tokenizer, so the vocab input adapter cannot "
+                               f"map tokens into it; use input_adapter embedding")
+            vocab = mapping_lib.Vocab.from_tokenizer(tokenizer)
+            mspec = mapping_lib.MappingSpec(kind=spec.mapping, k=spec.mapping_k, seed=spec.mapping_seed,
+                                            table=spec.mapping_table)
+            alphabet = None if info.input_kind == "text" else info.alphabet
+            self.mapping = mapping_lib.build_mapping(mspec, alphabet, vocab)
+
+        specials = 0
+        if spec.input_adapter == "vocab" and info.input_kind == "tokens":
+            specials = sum(i is not None for i in (binfo.cls_id, binfo.sep_id))
+        if spec.max_length:
+            max_length = spec.max_length
+        elif info.input_kind == "text":
+            max_length = TEXT_MAX_LENGTH
+        else:
+            max_length = info.max_length + specials
+        if binfo.max_positions:
+            max_length = min(max_length, binfo.max_positions)
+        self.max_length = max_length
+
+        encode_kwargs = dict(adapter=spec.input_adapter, max_length=max_length, mapping=self.mapping,
+                             tokenizer=tokenizer, cls_id=binfo.cls_id if specials else None,
+                             sep_id=binfo.sep_id if specials else None)
+        self.splits = {name: encode_split(self.dataset[name], info, **encode_kwargs)
+                       for name in ("train", "validation", "test")}
+        train = self.splits["train"]
+        keep = subsample(len(train), parse_train_size(spec.train_size), spec.train_token_budget,
+                         float(train.lengths().mean()) if len(train) else 0.0, spec.seed)
+        if keep is not None:
+            self.notes.append(f"trained on {len(keep):,} of {len(train):,} training examples "
+                              f"(train_size={spec.train_size}, token budget {spec.train_token_budget:,})")
+            self.splits["train"] = train.subset(keep)
+        if len(self.splits["train"]) == 0:
+            raise LabError(f"discipline {spec.discipline!r} has no training examples left; raise train_size")
+
+        self.vocab_rows = None
+        if spec.input_adapter == "vocab" and spec.slice_vocab:
+            self.vocab_rows = slice_vocabulary(list(self.splits.values()))
+            self.notes.append(f"vocabulary sliced to the {len(self.vocab_rows):,} ids the data uses")
+
+        vector_dim = info.vector_dim if info.input_kind == "vectors" else 0
+        n_symbols = len(info.alphabet) if spec.input_adapter == "embedding" else 0
+        torch.manual_seed(spec.seed)
+        self.model = models.build_lab_model_from(
+            base, tokenizer, binfo, adapter=spec.input_adapter, num_outputs=info.num_outputs,
+            pooling=spec.pooling, vocab_rows=self.vocab_rows, n_symbols=n_symbols, vector_dim=vector_dim,
+            seed=spec.seed)
+
+
+def _predict(model, data, batch_size: int, device: str, precision: str, *, features: bool = False):
+    """Logits (or pooled features) for every example of `data`, in its original order."""
+    import torch
+
+    from labcore.encode import iterate
+    from labcore.train import autocast
+
+    outputs: list[Any] = [None] * len(data)
+    with torch.inference_mode(), autocast(precision, device):
+        for batch in iterate(data, batch_size, shuffle=False, device=device):
+            out = model.features(batch.inputs, batch.mask) if features else model(batch.inputs, batch.mask)
+            for row, i in enumerate(batch.index):
+                outputs[i] = out[row].float().cpu()
+    return torch.stack(outputs) if outputs else torch.empty(0)
+
+
+def evaluate_logits(logits, data, info) -> dict[str, float]:
+    """Metric and loss of `logits` against `data`'s labels, voting over groups where the discipline says so."""
+    import torch
+
+    from labcore import metrics
+    from labcore.train import loss_fn
+
+    labels = torch.from_numpy(data.labels)
+    kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[info.output_kind]
+    loss = float(loss_fn(kind)(logits, labels).item()) if len(data) else float("nan")
+    if info.output_kind == "class":
+        predictions = logits.argmax(-1).numpy()
+        truth = data.labels
+        if info.vote_by_group and data.groups is not None:
+            groups, predictions = metrics.vote(data.groups, predictions)
+            first = {}
+            for g, y in zip(data.groups, data.labels):
+                first.setdefault(g, y)
+            truth = np.asarray([first[g] for g in groups])
+    elif info.output_kind == "multilabel":
+        predictions = (logits > 0).long().numpy()
+        truth = data.labels
+    else:
+        predictions = logits.squeeze(-1).numpy()
+        truth = data.labels
+    value = metrics.compute(info.metric, truth, predictions)
+    out = {info.metric: float(value), "loss": loss}
+    if info.output_kind == "class" and info.metric != "accuracy":
+        out["accuracy"] = float(metrics.compute("accuracy", truth, predictions))
+    return out
+
+
+def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
+             resume: bool = False, checkpoint_every: int = 0, device: str | None = None,
+             threads: int | None = None) -> Iterator[dict[str, Any]]:
+    """Run one spec; yield events; the last is {"type": "result", "record": RunRecord dict}."""
+    import torch
+    from safetensors.torch import save_file
+
+    from labcore import metrics, protocols
+    from labcore.encode import Encoded
+    from labcore.train import TrainConfig, resolve_precision, steps_to_converge, summarize_losses, train
+
+    started = time.perf_counter()
+    torch.set_num_threads(threads or os.cpu_count() or 1)
+    device = device or default_device()
+    logs: list[str] = []
+
+    def log(message: str) -> dict[str, Any]:
+        logs.append(message)
+        return {"type": "log", "message": message}
+
+    resolved = resolve_spec(spec)
+    key = resolved.key
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    progress_events: list[dict[str, Any]] = []
+    prepared = Prepared(resolved, progress=lambda m: progress_events.append(log(m)))
+    yield from progress_events
+    info, model = prepared.info, prepared.model
+    pparams = protocols.parse_protocol_params(resolved.protocol, dict(resolved.protocol_params))
+    report = protocols.PROTOCOLS[resolved.protocol].apply(model, pparams, resolved.seed)
+    notes = list(prepared.notes) + list(report.notes)
+    for note in report.notes:
+        yield log(note)
+    model.to(device)
+    precision = resolve_precision(resolved.precision, device)
+    total_params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+    splits = prepared.splits
+    loss_kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[info.output_kind]
+    cfg = TrainConfig(
+        optimizer=resolved.optimizer, lr=resolved.lr, schedule=resolved.schedule,
+        warmup_ratio=resolved.warmup_ratio, batch_size=resolved.batch_size, epochs=resolved.epochs,
+        max_steps=resolved.max_steps, grad_clip=resolved.grad_clip, weight_decay=resolved.weight_decay,
+        eval_every=resolved.eval_every, patience=resolved.patience, seed=resolved.seed, loss=loss_kind,
+        precision=precision, device=device, checkpoint_every=checkpoint_every)
+    eval_batch = max(32, resolved.batch_size * 2)
+
+    if report.features_only:
+        # FPT §3.9: the frozen body's features are computed once; only the head trains on them.
+        yield log("computing features once for output-only training")
+        feats = {name: Encoded([f.numpy()[None, :] for f in _predict(model, s, eval_batch, device, precision,
+                                                                     features=True)], s.labels, s.groups)
+                 for name, s in splits.items()}
+        trained_module = model.head
+
+        def forward(batch):
+            return model.head(batch.inputs[:, 0, :])
+
+        def predict(split_name: str):
+            return _predict_head(model.head, feats[split_name], eval_batch, device)
+        train_data = feats["train"]
+    else:
+        trained_module = model
+
+        def forward(batch):
+            return model(batch.inputs, batch.mask)
+
+        def predict(split_name: str):
+            return _predict(model, splits[split_name], eval_batch, device, precision)
+        train_data = splits["train"]
+
+    def evaluate() -> dict[str, float]:
+        result = evaluate_logits(predict("validation"), splits["validation"], info)
+        return {"value": result[info.metric], "loss": result["loss"]}
+
+    yield {"type": "start", "key": key, "total_steps": cfg.total_steps(len(train_data)),
+           "params_total": total_params, "params_trainable": trainable, "device": device,
+           "precision": precision, "train_examples": len(train_data)}
+    end: dict[str, Any] = {}
+    for event in train(trained_module, forward, train_data, cfg, evaluate=evaluate, workdir=workdir,
+                       should_stop=should_stop, resume=resume):
+        if event["type"] == "train_end":
+            end = event
+        else:
+            if event["type"] == "log":
+                logs.append(event["message"])
+            yield event
+
+    val_metrics = evaluate_logits(predict("validation"), splits["validation"], info)
+    test_metrics = evaluate_logits(predict("test"), splits["test"], info)
+    baseline: dict[str, float] = {}
+    if info.output_kind == "class":
+        baseline["majority"] = float(metrics.majority_baseline(splits["train"].labels, splits["test"].labels))
+    if workdir is not None:
+        state = {n: p.detach().float().contiguous().cpu() for n, p in model.named_parameters()
+                 if p.requires_grad}
+        save_file(state, str(workdir / "best.safetensors"))
+    record = RunRecord(
+        key=key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
+        validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],
+        steps_done=end["steps_done"], total_steps=end["total_steps"],
+        steps_to_converge=steps_to_converge(end["val_curve"]),
+        train_loss=[list(p) for p in summarize_losses(end["losses"])],
+        val_curve=[list(p) for p in end["val_curve"]], wall_time_s=time.perf_counter() - started,
+        samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(device),
+        params_total=total_params, params_trainable=trainable, train_examples=len(train_data),
+        device=device, precision=precision, pooling=model.pooling, versions=_versions(), notes=notes)
+    yield {"type": "result", "record": record.to_dict()}
+
+
+def _predict_head(head, data, batch_size: int, device: str):
+    import torch
+
+    with torch.inference_mode():
+        x = torch.from_numpy(np.stack([f[0] for f in data.inputs])).to(device)
+        return torch.cat([head(x[i:i + batch_size]).float().cpu() for i in range(0, len(x), batch_size)])
+
+
+def run(spec: RunSpec, **kwargs: Any) -> RunRecord:
+    """Run to the end and return the record (the events are dropped)."""
+    record = None
+    for event in iter_run(spec, **kwargs):
+        if event["type"] == "result":
+            record = RunRecord.from_dict(event["record"])
+    assert record is not None
+    return record

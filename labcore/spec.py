@@ -1,0 +1,307 @@
+"""RunSpec: everything that decides a result, in one frozen dataclass.
+
+The key of a run is the sha256 of the canonical JSON of its *resolved* spec (every default filled in
+from the budget table below). Two specs with the same key give the same result, so the second is served
+from the store. Defaults live only in this module: the CLI, the worker and the pages all build specs
+through :func:`make_spec`, which validates in one place and lists valid choices in its errors.
+
+This module imports no torch: the pages build and show specs without it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from labcore.errors import LabError
+
+INITS = ("pretrained", "random", "stats")
+INPUT_ADAPTERS = ("auto", "vocab", "embedding", "linear")
+POOLINGS = ("auto", "cls", "mean", "last")
+OPTIMIZERS = ("adam", "adamw")
+SCHEDULES = ("linear", "constant")
+PRECISIONS = ("auto", "bf16", "fp32")
+BUDGETS = ("quick", "standard", "paper")
+MAPPING_KINDS = ("auto", "identity", "shift", "random", "unused", "letters", "table", "none")
+TRAIN_SIZES = ("full", "1%", "500", "5000")  # the choices the pages offer; any N or P% is accepted
+
+# Protocols whose body stays frozen train a few parameters and want the FPT learning rate.
+FROZEN_FAMILY = ("frozen", "output_only", "probe")
+
+# Budget presets. "quick" is a teaching demo: one MiniLM run in about 90 s on a 2-core CPU
+# (measured: splice, 2 epochs, batch 16, bf16, sliced vocabulary). The token budget caps the training
+# set so that every discipline's quick run costs about the same (splice: 2,868 x 62 tokens fits).
+# "paper" is each paper's own recipe: Kao (Adam 1e-5, batch 32, no warm-up, linear decay), FPT (Adam
+# 1e-3), Tamkin (Adam 2e-5, batch 8).
+_TRAIN_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+    "quick": {
+        "finetune": dict(optimizer="adamw", lr=5e-5, schedule="linear", warmup_ratio=0.06, batch_size=16,
+                         epochs=2.0, max_steps=0, grad_clip=1.0, weight_decay=0.01, eval_every=40,
+                         patience=0, train_token_budget=200_000),
+        "frozen": dict(optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
+                       epochs=3.0, max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=40,
+                       patience=0, train_token_budget=200_000),
+    },
+    "standard": {
+        "finetune": dict(optimizer="adamw", lr=5e-5, schedule="linear", warmup_ratio=0.06, batch_size=16,
+                         epochs=5.0, max_steps=0, grad_clip=1.0, weight_decay=0.01, eval_every=100,
+                         patience=5, train_token_budget=0),
+        "frozen": dict(optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
+                       epochs=10.0, max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=100,
+                       patience=5, train_token_budget=0),
+    },
+    "paper": {
+        "finetune": dict(optimizer="adam", lr=1e-5, schedule="linear", warmup_ratio=0.0, batch_size=32,
+                         epochs=10.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
+                         patience=0, train_token_budget=0),
+        "frozen": dict(optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
+                       epochs=20.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
+                       patience=0, train_token_budget=0),
+        # Tamkin et al. fine-tune reinitialised / permuted models with Adam 2e-5, batch 8.
+        "tamkin": dict(optimizer="adam", lr=2e-5, schedule="constant", warmup_ratio=0.0, batch_size=8,
+                       epochs=3.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
+                       patience=0, train_token_budget=0),
+    },
+}
+_TAMKIN = ("reinit_after", "reinit_block", "reinit_layer", "permute_layers")
+TRAIN_FIELDS = tuple(_TRAIN_DEFAULTS["quick"]["finetune"])
+
+
+def _family(budget: str, protocol: str) -> str:
+    if protocol in FROZEN_FAMILY:
+        return "frozen"
+    if budget == "paper" and protocol in _TAMKIN:
+        return "tamkin"
+    return "finetune"
+
+
+def train_defaults(budget: str, protocol: str) -> dict[str, Any]:
+    """The training hyper-parameters a budget gives a protocol (what `None` fields resolve to)."""
+    if budget not in _TRAIN_DEFAULTS:
+        raise LabError(f"unknown budget {budget!r}; valid budgets: {', '.join(BUDGETS)}")
+    return dict(_TRAIN_DEFAULTS[budget][_family(budget, protocol)])
+
+
+Pairs = tuple[tuple[str, Any], ...]
+
+
+def _pairs(values: dict[str, Any] | Pairs | None) -> Pairs:
+    if not values:
+        return ()
+    items = values.items() if isinstance(values, dict) else values
+    return tuple(sorted((str(k), _freeze(v)) for k, v in items))
+
+
+def _freeze(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    model: str = "minilm"
+    init: str = "pretrained"
+    discipline: str = "dna-splice"
+    discipline_params: Pairs = ()
+    mapping: str = "auto"  # auto: identity for text, random for symbols (Kao's random table)
+    mapping_k: int = 1000  # shift amount (Kao: T(i) = (i + 1000) mod D)
+    mapping_seed: int = 0  # seed of a random mapping
+    mapping_table: tuple[tuple[str, int], ...] = ()  # kind "table": (symbol, vocabulary id) rows
+    input_adapter: str = "auto"  # auto: vocab for tokens and text, linear for vectors
+    protocol: str = "full"
+    protocol_params: Pairs = ()
+    pooling: str = "auto"
+    budget: str = "quick"
+    train_size: str = "full"  # "full", "N" examples, or "P%" of the training split (seeded subsample)
+    max_length: int = 0  # 0: the discipline's own maximum (text: 64 tokens)
+    precision: str = "auto"  # auto: bf16 where the CPU or GPU has native bf16, else fp32
+    slice_vocab: bool = True  # train only the embedding rows the data uses (identical results, faster)
+    seed: int = 0
+    # Training hyper-parameters; None resolves from the budget table.
+    optimizer: str | None = None
+    lr: float | None = None
+    schedule: str | None = None
+    warmup_ratio: float | None = None
+    batch_size: int | None = None
+    epochs: float | None = None
+    max_steps: int | None = None  # 0: run for `epochs`; > 0: stop after this many steps
+    grad_clip: float | None = None  # 0: off
+    weight_decay: float | None = None
+    eval_every: int | None = None  # steps between validation evaluations (0: once per epoch)
+    patience: int | None = None  # evaluations without improvement before stopping early (0: off)
+    train_token_budget: int | None = None  # cap on train tokens per epoch (0: no cap)
+
+    # ------------------------------------------------------------------ serialisation
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        out["discipline_params"] = dict(self.discipline_params)
+        out["protocol_params"] = dict(self.protocol_params)
+        out["mapping_table"] = [list(row) for row in self.mapping_table]
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any]) -> "RunSpec":
+        return make_spec(**values)
+
+    @property
+    def key(self) -> str:
+        """Stable identity of the result this spec produces (the spec must be resolved)."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:20]
+
+    @property
+    def is_resolved(self) -> bool:
+        return all(getattr(self, f) is not None for f in TRAIN_FIELDS) and self.mapping != "auto" \
+            and self.input_adapter != "auto"
+
+    def replace(self, **changes: Any) -> "RunSpec":
+        return make_spec(**{**self.to_dict(), **changes})
+
+    def label(self) -> str:
+        """Short human name for tables and legends."""
+        extra = ""
+        if self.protocol_params:
+            extra = "(" + ",".join(f"{k}={v}" for k, v in self.protocol_params) + ")"
+        mapping = f" map={self.mapping}" if self.mapping not in ("none", "identity") else ""
+        if self.mapping == "shift":
+            mapping += f"{self.mapping_k}"
+        return f"{self.model}/{self.init} {self.discipline} {self.protocol}{extra}{mapping} seed={self.seed}"
+
+    def cli(self) -> str:
+        """The command line that runs this spec."""
+        defaults = RunSpec()
+        parts = ["python -m labcore run"]
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if value == getattr(defaults, f.name) and f.name in ("model", "init", "discipline", "protocol",
+                                                               "seed", "budget"):
+                parts.append(f"--{f.name.replace('_', '-')} {value}")
+            elif value != getattr(defaults, f.name) and value is not None:
+                if f.name in ("discipline_params", "protocol_params"):
+                    for k, v in value:
+                        parts.append(f"--{'dparam' if f.name.startswith('d') else 'pparam'} {k}={v}")
+                elif f.name == "mapping_table":
+                    parts.append("--mapping-table " + ",".join(f"{s}:{i}" for s, i in value))
+                else:
+                    parts.append(f"--{f.name.replace('_', '-')} {value}")
+        return " ".join(parts)
+
+
+def _check(name: str, value: Any, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise LabError(f"unknown {name} {value!r}; valid choices: {', '.join(valid)}")
+
+
+def parse_train_size(text: str) -> tuple[str, float]:
+    """("full", 0) | ("count", N) | ("fraction", p) from "full", "500", "1%"."""
+    text = str(text).strip()
+    if text == "full":
+        return "full", 0.0
+    try:
+        if text.endswith("%"):
+            fraction = float(text[:-1]) / 100
+            if not 0 < fraction <= 1:
+                raise ValueError
+            return "fraction", fraction
+        count = int(text)
+        if count <= 0:
+            raise ValueError
+        return "count", float(count)
+    except ValueError:
+        raise LabError(f"train_size {text!r} is not understood; use full, a count like 500, "
+                       f"or a percentage like 1%") from None
+
+
+def make_spec(**values: Any) -> RunSpec:
+    """Build a RunSpec from plain values (CLI, JSON, forms), normalising and validating them."""
+    names = {f.name for f in dataclasses.fields(RunSpec)}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise LabError(f"unknown RunSpec field(s) {', '.join(unknown)}; valid fields: {', '.join(sorted(names))}")
+    values = dict(values)
+    for key in ("discipline_params", "protocol_params"):
+        values[key] = _pairs(values.get(key))
+    if values.get("mapping_table"):
+        values["mapping_table"] = tuple((str(s), int(i)) for s, i in values["mapping_table"])
+    spec = RunSpec(**values)
+    _check("init", spec.init, INITS)
+    _check("input adapter", spec.input_adapter, INPUT_ADAPTERS)
+    _check("pooling", spec.pooling, POOLINGS)
+    _check("precision", spec.precision, PRECISIONS)
+    _check("budget", spec.budget, BUDGETS)
+    _check("mapping", spec.mapping, MAPPING_KINDS)
+    if spec.optimizer is not None:
+        _check("optimizer", spec.optimizer, OPTIMIZERS)
+    if spec.schedule is not None:
+        _check("schedule", spec.schedule, SCHEDULES)
+    parse_train_size(spec.train_size)
+    if spec.mapping == "table" and not spec.mapping_table:
+        raise LabError("mapping 'table' needs mapping_table rows (symbol, id); give --mapping-table A:1012,C:1013,...")
+    for name in ("lr", "batch_size", "epochs"):
+        value = getattr(spec, name)
+        if value is not None and value <= 0:
+            raise LabError(f"{name} must be positive, got {value}")
+    if spec.max_length < 0:
+        raise LabError(f"max_length must be >= 0 (0 = the discipline's own), got {spec.max_length}")
+    return spec
+
+
+def resolve(spec: RunSpec, input_kind: str) -> RunSpec:
+    """Fill every `auto`/None field that the discipline decides, so the key names what will run.
+
+    `input_kind` is the discipline's ("tokens" | "vectors" | "text"). Fields that do not apply (a
+    mapping for vector inputs) are normalised, so two specs differing only in an unused field share a
+    key. `pooling="auto"` and `precision="auto"` stay as they are: the engine turns them into the
+    model's default pooling and the machine's precision, and the result records what it used.
+    """
+    changes: dict[str, Any] = {}
+    for name, value in train_defaults(spec.budget, spec.protocol).items():
+        if getattr(spec, name) is None:
+            changes[name] = value
+    adapter = spec.input_adapter
+    if adapter == "auto":
+        adapter = "linear" if input_kind == "vectors" else "vocab"
+    if input_kind == "vectors" and adapter != "linear":
+        raise LabError(f"discipline {spec.discipline!r} gives vectors: the input adapter must be linear "
+                       f"(got {adapter!r})")
+    if input_kind != "vectors" and adapter == "linear":
+        raise LabError(f"discipline {spec.discipline!r} gives {input_kind}: use the vocab or embedding "
+                       f"input adapter, not linear")
+    if input_kind == "text" and adapter == "embedding":
+        raise LabError("text is tokenised by the model's tokenizer: use the vocab input adapter")
+    changes["input_adapter"] = adapter
+    mapping = spec.mapping
+    if adapter != "vocab":
+        mapping = "none"
+    elif mapping == "auto":
+        mapping = "identity" if input_kind == "text" else "random"
+    elif mapping == "none":
+        raise LabError("the vocab input adapter needs a token mapping; choose identity, shift, random, "
+                       "unused, letters or table")
+    changes["mapping"] = mapping
+    if mapping != "shift":
+        changes["mapping_k"] = RunSpec.mapping_k
+    if mapping != "random":
+        changes["mapping_seed"] = RunSpec.mapping_seed
+    if mapping != "table":
+        changes["mapping_table"] = ()
+    return dataclasses.replace(spec, **changes)
+
+
+@dataclass(frozen=True)
+class SweepAxes:
+    """Lists of values per field; the sweep is their cartesian product (seeds last)."""
+
+    axes: tuple[tuple[str, tuple[Any, ...]], ...] = field(default_factory=tuple)
+
+    def expand(self, base: RunSpec) -> list[RunSpec]:
+        specs = [base]
+        for name, values in self.axes:
+            specs = [s.replace(**{name: v}) for s in specs for v in values]
+        return specs

@@ -1,0 +1,34 @@
+"""Run a list of specs in this process, serving any spec whose key already has a result from the store."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from labcore.record import RunRecord
+from labcore.spec import RunSpec
+
+
+def run_sweep(specs: list[RunSpec], *, progress: Callable[[str], None] = lambda _m: None,
+              on_event: Callable[[dict[str, Any]], None] = lambda _e: None, store=None) -> list[RunRecord]:
+    from labcore.run import iter_run, resolve_spec
+    from labcore.store import Store
+
+    store = store or Store()
+    records: list[RunRecord] = []
+    for number, spec in enumerate(specs, 1):
+        resolved = resolve_spec(spec)
+        cached = store.get_result(resolved.key)
+        if cached is not None and cached.status == "done":
+            progress(f"[{number}/{len(specs)}] {resolved.label()}: from the store")
+            records.append(cached)
+            continue
+        progress(f"[{number}/{len(specs)}] {resolved.label()}: running")
+        record = None
+        for event in iter_run(resolved, workdir=store.run_dir(resolved.key)):
+            on_event(event)
+            if event["type"] == "result":
+                record = RunRecord.from_dict(event["record"])
+        assert record is not None
+        store.put_result(record)
+        records.append(record)
+    return records

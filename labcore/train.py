@@ -1,0 +1,255 @@
+"""The training loop: a generator of JSON-able events that knows nothing of stores or pages.
+
+Whoever iterates it decides where events go: the CLI prints them, the worker appends them to the run
+store. The loop keeps the best-on-validation weights (Kao & Lee appendix A: choose the checkpoint on
+validation, then test it), stops on a NaN/inf loss with status ``diverged`` and keeps what it had, writes
+resume checkpoints (trainable weights, optimizer, scheduler, RNG, curves) and honours a stop request
+once per step.
+
+Events: {"type": "step", step, epoch, loss, lr, samples_per_s}, {"type": "eval", step, split, metric,
+value, loss}, {"type": "checkpoint", step, path}, {"type": "log", message} and finally
+{"type": "train_end", status, best_step, best_value, steps_done, curves, samples_per_s}.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from labcore.encode import Batch, Encoded, iterate
+
+StopFn = Callable[[], "str | None"]
+ForwardFn = Callable[[Batch], torch.Tensor]
+EvaluateFn = Callable[[], dict[str, float]]  # -> {"value": metric, "loss": loss}
+
+CONVERGE_TOLERANCE = 0.01
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    optimizer: str
+    lr: float
+    schedule: str
+    warmup_ratio: float
+    batch_size: int
+    epochs: float
+    max_steps: int
+    grad_clip: float
+    weight_decay: float
+    eval_every: int
+    patience: int
+    seed: int
+    loss: str  # "ce" | "bce" | "mse"
+    precision: str  # "bf16" | "fp32" (already resolved)
+    device: str = "cpu"
+    checkpoint_every: int = 0  # steps between resume checkpoints (0: only when stopped)
+
+    def total_steps(self, n_train: int) -> int:
+        per_epoch = max(1, math.ceil(n_train / self.batch_size))
+        total = max(1, math.ceil(per_epoch * self.epochs))
+        return min(total, self.max_steps) if self.max_steps > 0 else total
+
+
+def native_bf16(device: str) -> bool:
+    """bf16 pays off only where the hardware has it: CUDA with bf16 support, or a CPU with AVX-512 BF16/AMX."""
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def resolve_precision(requested: str, device: str) -> str:
+    if requested == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    return requested
+
+
+def autocast(precision: str, device: str):
+    if precision == "bf16":
+        return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def loss_fn(kind: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
+    if kind == "ce":
+        return torch.nn.functional.cross_entropy
+    if kind == "bce":
+        return torch.nn.functional.binary_cross_entropy_with_logits
+    return lambda logits, target: torch.nn.functional.mse_loss(logits.squeeze(-1), target)
+
+
+def steps_to_converge(curve: list[tuple[int, float]], tolerance: float = CONVERGE_TOLERANCE) -> int | None:
+    """Steps to converge: the first evaluation step whose validation metric is within `tolerance`
+    (absolute, 0.01 by default: one point of accuracy) of the best value the run ever reached.
+
+    Relative to the run's own best, so a run that plateaus early at a poor value converges early:
+    read it beside the metric (FPT table 6 reports both)."""
+    if not curve:
+        return None
+    best = max(v for _, v in curve)
+    for step, value in curve:
+        if value >= best - tolerance:
+            return step
+    return None
+
+
+def _schedule(cfg: TrainConfig, total: int) -> Callable[[int], float]:
+    warmup = int(round(cfg.warmup_ratio * total))
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if cfg.schedule == "constant":
+            return 1.0
+        return max(0.0, (total - step) / max(1, total - warmup))
+
+    return factor
+
+
+def _rng_state() -> dict[str, Any]:
+    return {"torch": torch.get_rng_state()}
+
+
+def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig, *,
+          evaluate: EvaluateFn, workdir: Path | None = None, should_stop: StopFn = lambda: None,
+          resume: bool = False) -> Iterator[dict[str, Any]]:
+    """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch."""
+    torch.manual_seed(cfg.seed)
+    params = [p for p in module.parameters() if p.requires_grad]
+    names = [n for n, p in module.named_parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("nothing to train: the protocol froze every parameter")
+    optim_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    optimizer = optim_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    total = cfg.total_steps(len(train_data))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg, total))
+    criterion = loss_fn(cfg.loss)
+    per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
+    eval_every = cfg.eval_every if cfg.eval_every > 0 else per_epoch
+
+    step = 0
+    losses: list[tuple[int, float]] = []
+    val_curve: list[tuple[int, float]] = []
+    best_value = -math.inf
+    best_step = 0
+    best_state = {n: p.detach().clone() for n, p in zip(names, params)}
+    bad_evals = 0
+    seen = 0
+    train_time = 0.0
+    resume_path = workdir / "resume.pt" if workdir else None
+    if resume and resume_path and resume_path.is_file():
+        state = torch.load(resume_path, weights_only=False)  # our own file, written below
+        with torch.no_grad():
+            for n, p in zip(names, params):
+                p.copy_(state["params"][n])
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["rng"]["torch"])
+        step, losses, val_curve = state["step"], state["losses"], state["val_curve"]
+        best_value, best_step, best_state = state["best_value"], state["best_step"], state["best_state"]
+        bad_evals, seen, train_time = state["bad_evals"], state["seen"], state["train_time"]
+        yield {"type": "log", "message": f"resumed from step {step}"}
+
+    def save_resume() -> dict[str, Any]:
+        assert resume_path is not None
+        tmp = resume_path.with_suffix(".tmp")
+        torch.save({"params": {n: p.detach().clone() for n, p in zip(names, params)},
+                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                    "rng": _rng_state(), "step": step, "losses": losses, "val_curve": val_curve,
+                    "best_value": best_value, "best_step": best_step, "best_state": best_state,
+                    "bad_evals": bad_evals, "seen": seen, "train_time": train_time}, tmp)
+        os.replace(tmp, resume_path)
+        return {"type": "checkpoint", "step": step, "path": str(resume_path)}
+
+    def finish(status: str) -> dict[str, Any]:
+        with torch.no_grad():  # hand back the best weights: the caller tests those
+            for n, p in zip(names, params):
+                p.copy_(best_state[n])
+        return {"type": "train_end", "status": status, "best_step": best_step,
+                "best_value": None if best_value == -math.inf else best_value, "steps_done": step,
+                "total_steps": total, "losses": losses, "val_curve": val_curve,
+                "samples_per_s": seen / train_time if train_time > 0 else 0.0}
+
+    def run_eval() -> dict[str, Any]:
+        nonlocal best_value, best_step, best_state, bad_evals
+        module.eval()
+        result = evaluate()
+        module.train()
+        value = result["value"]
+        val_curve.append((step, value))
+        if value > best_value:
+            best_value, best_step, bad_evals = value, step, 0
+            best_state = {n: p.detach().clone() for n, p in zip(names, params)}
+        else:
+            bad_evals += 1
+        return {"type": "eval", "step": step, "split": "validation", "value": value,
+                "loss": result.get("loss")}
+
+    module.train()
+    status = "done"
+    start_epoch, skip = divmod(step, per_epoch)
+    for epoch in range(start_epoch, math.ceil(total / per_epoch)):
+        for batch in iterate(train_data, cfg.batch_size, shuffle=True, seed=cfg.seed, epoch=epoch,
+                             device=cfg.device, skip=skip if epoch == start_epoch else 0):
+            if step >= total:
+                break
+            tick = time.perf_counter()
+            with autocast(cfg.precision, cfg.device):
+                logits = forward(batch)
+            loss = criterion(logits.float(), batch.labels)
+            if not torch.isfinite(loss):
+                yield {"type": "log", "message": f"loss is {loss.item()} at step {step + 1}: diverged"}
+                yield finish("diverged")
+                return
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            if cfg.grad_clip > 0:
+                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            seen += len(batch.index)
+            train_time += time.perf_counter() - tick
+            value = float(loss.item())
+            losses.append((step, value))
+            yield {"type": "step", "step": step, "epoch": round(step / per_epoch, 3), "loss": value,
+                   "lr": scheduler.get_last_lr()[0], "samples_per_s": seen / train_time}
+            if step % eval_every == 0 or step == total:
+                yield run_eval()
+                if cfg.patience > 0 and bad_evals >= cfg.patience:
+                    yield {"type": "log", "message": f"early stop at step {step}: no improvement in "
+                                                     f"{cfg.patience} evaluations"}
+                    yield finish("done")
+                    return
+            if resume_path and cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0:
+                yield save_resume()
+            reason = should_stop()
+            if reason:
+                if resume_path:
+                    yield save_resume()
+                yield finish(reason)
+                return
+        if step >= total:
+            break
+    if not val_curve or val_curve[-1][0] != step:
+        yield run_eval()
+    yield finish(status)
+
+
+def summarize_losses(losses: list[tuple[int, float]], points: int = 400) -> list[tuple[int, float]]:
+    """Thin a long loss curve to at most `points` (step, mean loss) pairs for records and plots."""
+    if len(losses) <= points:
+        return [(int(s), float(v)) for s, v in losses]
+    chunks = np.array_split(np.asarray(losses, dtype=np.float64), points)
+    return [(int(c[-1, 0]), float(c[:, 1].mean())) for c in chunks]

@@ -1,0 +1,81 @@
+"""RunSpec: defaults in one place, validation errors that list choices, stable keys, round trips."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from labcore.errors import LabError
+from labcore.record import RunRecord
+from labcore.spec import RunSpec, make_spec, resolve, train_defaults
+
+
+def test_key_is_stable_across_processes():
+    spec = resolve(make_spec(discipline="dna-splice", seed=3), "tokens")
+    code = ("from labcore.spec import make_spec, resolve;"
+            "print(resolve(make_spec(discipline='dna-splice', seed=3), 'tokens').key)")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert other.stdout.strip() == spec.key
+
+
+def test_key_changes_with_anything_that_decides_the_result():
+    base = resolve(make_spec(), "tokens")
+    assert resolve(make_spec(seed=1), "tokens").key != base.key
+    assert resolve(make_spec(init="random"), "tokens").key != base.key
+    assert resolve(make_spec(mapping="shift", mapping_k=7), "tokens").key != \
+        resolve(make_spec(mapping="shift", mapping_k=8), "tokens").key
+
+
+def test_unused_fields_are_normalised_away():
+    # A mapping seed means nothing to vector inputs: two such specs are the same run.
+    a = resolve(make_spec(discipline="bits-xor", mapping_seed=1), "vectors")
+    b = resolve(make_spec(discipline="bits-xor", mapping_seed=2), "vectors")
+    assert a.key == b.key and a.mapping == "none" and a.input_adapter == "linear"
+
+
+def test_budget_defaults_fill_only_missing_fields():
+    spec = resolve(make_spec(lr=0.123), "tokens")
+    assert spec.lr == 0.123
+    assert spec.batch_size == train_defaults("quick", "full")["batch_size"]
+    frozen = resolve(make_spec(protocol="frozen"), "tokens")
+    assert frozen.lr == train_defaults("quick", "frozen")["lr"] == 1e-3
+
+
+@pytest.mark.parametrize("field,value,needle", [
+    ("init", "pretrianed", "pretrained, random, stats"),
+    ("budget", "fast", "quick, standard, paper"),
+    ("precision", "fp16", "auto, bf16, fp32"),
+    ("train_size", "a few", "a count like 500"),
+    ("lr", -1.0, "lr must be positive"),
+])
+def test_validation_errors_name_the_fix(field, value, needle):
+    with pytest.raises(LabError, match=needle):
+        make_spec(**{field: value})
+
+
+def test_unknown_field_lists_valid_fields():
+    with pytest.raises(LabError, match="valid fields"):
+        make_spec(modle="minilm")
+
+
+def test_vector_discipline_refuses_vocab_adapter():
+    with pytest.raises(LabError, match="linear"):
+        resolve(make_spec(input_adapter="vocab"), "vectors")
+
+
+def test_spec_round_trips_through_json():
+    spec = make_spec(protocol="reinit_block", protocol_params={"start": 1, "size": 2},
+                     discipline_params={"n_bits": 5}, mapping="table", mapping_table=(("A", 5), ("C", 6)))
+    again = RunSpec.from_dict(json.loads(spec.to_json()))
+    assert again == spec and again.key == spec.key
+
+
+def test_record_round_trips_identically():
+    record = RunRecord(key="k", spec={"a": 1}, status="done", metric="accuracy", test={"accuracy": 0.5},
+                       train_loss=[[1, 0.7], [2, 0.6]], val_curve=[[2, 0.5]], versions={"torch": "x"},
+                       steps_to_converge=2, notes=["n"])
+    assert RunRecord.from_json(record.to_json()) == record
+    assert RunRecord.from_json(record.to_json()).to_json() == record.to_json()

@@ -1,0 +1,116 @@
+"""The training loop on a tiny module: events, divergence, stop requests, exact resume, best checkpoint."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from labcore.encode import Encoded, batch_order, subsample
+from labcore.train import TrainConfig, steps_to_converge, train
+
+
+def _data(n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 3, 2)).astype(np.float32)
+    y = (x[:, :, 0].sum(1) > 0).astype(np.int64)
+    return Encoded([row for row in x], y)
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.lin = torch.nn.Linear(2, 2)
+
+    def forward(self, inputs, mask):
+        return self.lin((inputs * mask[..., None]).mean(1))
+
+
+def _cfg(**changes):
+    values = dict(optimizer="adam", lr=0.05, schedule="linear", warmup_ratio=0.1, batch_size=8, epochs=2,
+                  max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=4, patience=0, seed=0, loss="ce",
+                  precision="fp32")
+    values.update(changes)
+    return TrainConfig(**values)
+
+
+def _run(model, data, cfg, **kwargs):
+    def evaluate():
+        with torch.no_grad():
+            from labcore.encode import collate
+            batch = collate(data, np.arange(len(data)))
+            logits = model(batch.inputs, batch.mask)
+            return {"value": float((logits.argmax(-1) == batch.labels).float().mean()), "loss": 0.0}
+    return list(train(model, lambda b: model(b.inputs, b.mask), data, cfg, evaluate=evaluate, **kwargs))
+
+
+def test_events_and_learning():
+    data = _data()
+    events = _run(Tiny(), data, _cfg(epochs=6, lr=0.1, eval_every=8))
+    steps = [e for e in events if e["type"] == "step"]
+    assert len(steps) == 48 and steps[-1]["step"] == 48
+    end = events[-1]
+    assert end["type"] == "train_end" and end["status"] == "done"
+    assert end["best_value"] >= 0.9
+    assert [s for s, _ in end["val_curve"]] == [8, 16, 24, 32, 40, 48]
+
+
+def test_best_weights_are_restored():
+    model = Tiny()
+    data = _data()
+    events = _run(model, data, _cfg())
+    end = events[-1]
+    assert end["best_value"] == max(v for _, v in end["val_curve"])
+
+
+def test_divergence_stops_with_status():
+    x = Encoded([np.full((2, 2), np.nan, dtype=np.float32)] * 8, np.zeros(8, dtype=np.int64))
+    events = _run(Tiny(), x, _cfg())
+    assert events[-1]["status"] == "diverged" and events[-1]["steps_done"] == 0
+
+
+def test_stop_request_stops_after_one_step(tmp_path):
+    calls = []
+
+    def stop():
+        calls.append(1)
+        return "cancelled" if len(calls) >= 3 else None
+
+    events = _run(Tiny(), _data(), _cfg(), workdir=tmp_path, should_stop=stop)
+    assert events[-1]["status"] == "cancelled" and events[-1]["steps_done"] == 3
+    assert (tmp_path / "resume.pt").is_file()
+
+
+def test_resume_is_exact(tmp_path):
+    data = _data()
+    straight = Tiny()
+    _run(straight, data, _cfg(eval_every=100))
+    first = Tiny()
+    calls = []
+    _run(first, data, _cfg(eval_every=100), workdir=tmp_path,
+         should_stop=lambda: "interrupted" if calls.append(1) or len(calls) >= 5 else None)
+    resumed = Tiny()
+    events = _run(resumed, data, _cfg(eval_every=100), workdir=tmp_path, resume=True)
+    steps = [e["step"] for e in events if e["type"] == "step"]
+    assert steps[0] == 6 and steps[-1] == 16  # the curve continues from the checkpoint step
+    for a, b in zip(straight.parameters(), resumed.parameters()):
+        assert torch.allclose(a, b, atol=1e-6)
+
+
+def test_steps_to_converge_definition():
+    assert steps_to_converge([(10, 0.5), (20, 0.895), (30, 0.9), (40, 0.89)]) == 20
+    assert steps_to_converge([]) is None
+
+
+def test_bucketing_covers_every_example_once():
+    lengths = np.random.default_rng(1).integers(1, 50, size=103)
+    batches = batch_order(lengths, 8, shuffle=True, seed=0, epoch=0)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(103))
+    assert [b.tolist() for b in batches] == [b.tolist() for b in batch_order(lengths, 8, shuffle=True, seed=0, epoch=0)]
+
+
+def test_subsample_sizes():
+    assert subsample(1000, ("full", 0), 0, 10, 0) is None
+    assert len(subsample(1000, ("fraction", 0.01), 0, 10, 0)) == 10
+    assert len(subsample(1000, ("count", 500), 0, 10, 0)) == 500
+    assert len(subsample(1000, ("full", 0), 2000, 10, 0)) == 200
