@@ -33,7 +33,7 @@ ProgressFn = Callable[[str], None]
 
 INPUT_KINDS = ("tokens", "vectors", "text")
 OUTPUT_KINDS = ("class", "multilabel", "regression")
-METRICS = ("accuracy", "f1", "mcc", "spearman", "bit_accuracy")
+METRICS = ("accuracy", "f1", "f1_binary", "mcc", "spearman", "bit_accuracy")
 SPLITS = ("train", "validation", "test")
 
 # Bump when a builder's output changes for the same parameters, so stale Arrow caches are rebuilt.
