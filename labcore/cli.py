@@ -164,6 +164,10 @@ def cmd_data(args: argparse.Namespace) -> int:
                        else f"{info.output_kind} ({info.num_outputs} outputs)")
             print(f"{name:22} {state}\n{'':22} {info.input_kind}; classes: {classes}\n"
                   f"{'':22} licence: {info.licence}")
+        from labcore.data import glue
+
+        print(f"{'glue-<task>':22} needs the hub or a local copy (data_dir=...): "
+              + ", ".join(glue.names()))
         return 0
     if not args.name:
         raise LabError("usage: python -m labcore data show NAME")

@@ -65,7 +65,8 @@ def encode_split(split, info, *, adapter: str, max_length: int, mapping=None, to
     elif info.input_kind == "text":
         if tokenizer is None or mapping is None:
             raise LabError("text disciplines need the model's tokenizer and a token mapping")
-        encoded = tokenizer(list(split["text"]), truncation=True, max_length=max_length)["input_ids"]
+        pairs = list(split["text_pair"]) if "text_pair" in split.column_names else None
+        encoded = tokenizer(list(split["text"]), pairs, truncation=True, max_length=max_length)["input_ids"]
         for ids in encoded:
             inputs.append(mapping.apply(np.asarray(ids, dtype=np.int64)).astype(np.int64))
     elif adapter == "embedding":

@@ -28,9 +28,15 @@ StopFn = Callable[[], "str | None"]
 
 def resolve_spec(spec: RunSpec) -> RunSpec:
     """The resolved spec (its key names the result). Reads the discipline registry only: no torch."""
+    import dataclasses
+
     discipline = data_registry.get(spec.discipline)
-    info = discipline.info(parse_params(discipline, dict(spec.discipline_params)))
-    return resolve(spec, info.input_kind)
+    params = parse_params(discipline, dict(spec.discipline_params))
+    info = discipline.info(params)
+    # Every discipline parameter is written out, so the key changes when a default (or an uploaded
+    # file's fingerprint) does, and a stale result is never served for new data.
+    full = dataclasses.replace(spec, discipline_params=tuple(sorted(dataclasses.asdict(params).items())))
+    return resolve(full, info.input_kind)
 
 
 def _versions() -> dict[str, str]:

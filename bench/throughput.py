@@ -1,0 +1,101 @@
+"""Training throughput: the lab's loop against a plain transformers.Trainer, same model, data, batch, length.
+
+MiniLM on dna-splice, batch 16, full fine-tune, in one process. Three measurements, each the wall time
+of N optimizer steps (data loading included, evaluation excluded):
+
+* lab: the lab's loop as the quick budget runs it (sliced vocabulary, bf16 autocast where the CPU or
+  GPU has native bf16, length bucketing, dynamic padding);
+* trainer: transformers.Trainer with its defaults (fp32, full vocabulary);
+* trainer_same_precision: the Trainer given the lab's precision (bf16=True where the lab uses bf16).
+
+Last line: throughput lab=<samples/s> trainer=<samples/s> ratio=<x> trainer_same_precision=<samples/s>
+ratio_same_precision=<y>
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def lab_throughput(steps: int, batch: int) -> tuple[float, str, object]:
+    from labcore import protocols
+    from labcore.run import Prepared, default_device
+    from labcore.spec import make_spec
+    from labcore.train import TrainConfig, resolve_precision, train
+
+    device = default_device()
+    spec = make_spec(model="minilm", discipline="dna-splice", batch_size=batch, max_steps=steps)
+    prepared = Prepared(spec)
+    model = prepared.model
+    protocols.PROTOCOLS["full"].apply(model, protocols.parse_protocol_params("full", {}), 0)
+    model.to(device)
+    s = prepared.spec
+    precision = resolve_precision(s.precision, device)
+    cfg = TrainConfig(optimizer=s.optimizer, lr=s.lr, schedule=s.schedule, warmup_ratio=s.warmup_ratio,
+                      batch_size=batch, epochs=s.epochs, max_steps=steps, grad_clip=s.grad_clip,
+                      weight_decay=s.weight_decay, eval_every=10**9, patience=0, seed=0, loss="ce",
+                      precision=precision, device=device)
+    data = prepared.splits["train"]
+    start = time.perf_counter()
+    for event in train(model, lambda b: model(b.inputs, b.mask), data, cfg, evaluate=lambda: {"value": 0.0}):
+        if event["type"] == "step" and event["step"] == steps:
+            elapsed = time.perf_counter() - start
+    return steps * batch / elapsed, precision, prepared
+
+
+def trainer_throughput(steps: int, batch: int, bf16: bool) -> float:
+    import torch
+    from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer,
+                              TrainingArguments)
+
+    from labcore import assets
+    from labcore.run import Prepared
+    from labcore.spec import make_spec
+
+    # The same examples, as full-vocabulary ids (no slicing): what a Trainer user would feed.
+    prepared = Prepared(make_spec(model="minilm", discipline="dna-splice", slice_vocab=False))
+    train_split = prepared.splits["train"]
+    rows = [{"input_ids": x.tolist(), "attention_mask": [1] * len(x), "labels": int(y)}
+            for x, y in zip(train_split.inputs, train_split.labels)]
+    folder = assets.require("minilm")
+    model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=3)
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=batch, max_steps=steps,
+                                 learning_rate=5e-5, warmup_ratio=0.06, report_to="none", save_strategy="no",
+                                 logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=0,
+                                 bf16=bf16, use_cpu=not torch.cuda.is_available())
+        trainer = Trainer(model=model, args=args, train_dataset=rows,
+                          data_collator=DataCollatorWithPadding(prepared.tokenizer))
+        start = time.perf_counter()
+        trainer.train()
+        elapsed = time.perf_counter() - start
+    return steps * batch / elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--batch", type=int, default=16)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(os.cpu_count() or 1)
+    lab, precision, _ = lab_throughput(args.steps, args.batch)
+    print(f"lab: {lab:.1f} samples/s ({precision})", flush=True)
+    trainer = trainer_throughput(args.steps, args.batch, bf16=False)
+    print(f"trainer (defaults, fp32): {trainer:.1f} samples/s", flush=True)
+    same = trainer_throughput(args.steps, args.batch, bf16=precision == "bf16")
+    print(f"trainer ({precision}): {same:.1f} samples/s", flush=True)
+    print(f"throughput lab={lab:.1f} trainer={trainer:.1f} ratio={lab / trainer:.2f} "
+          f"trainer_same_precision={same:.1f} ratio_same_precision={lab / same:.2f}")
+
+
+if __name__ == "__main__":
+    main()

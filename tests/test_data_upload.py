@@ -1,0 +1,426 @@
+"""User uploads: each format, each refusal, atomic replacement, and the ``upload:NAME`` discipline."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+
+import numpy as np
+import pytest
+
+from labcore import data as disciplines
+from labcore.data import upload
+from labcore.data.upload import UploadLimits, save_upload
+from labcore.errors import DataValidationError, LabError, UnknownNameError
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """Every test gets an empty lab cache, so uploads never leak between tests."""
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def csv_bytes(rows, header="sequence,label"):
+    return ("\n".join([header] + [f"{s},{lab}" for s, lab in rows]) + "\n").encode()
+
+
+def two_class_rows(n=20):
+    return [("ACGT" * (1 + i % 3), "pos") if i % 2 else ("TTGA" * (1 + i % 2), "neg") for i in range(n)]
+
+
+def leftovers(cache):
+    root = cache / "uploads"
+    return sorted(p.name for p in root.iterdir() if p.name.startswith(".")) if root.exists() else []
+
+
+def raises(match, fn, *args, **kwargs):
+    with pytest.raises(DataValidationError, match=match) as info:
+        fn(*args, **kwargs)
+    return str(info.value)
+
+
+# ------------------------------------------------------------------------------------------- CSV
+
+
+def test_csv_upload_round_trip(own_cache):
+    info = save_upload("genes", "my genes.csv", csv_bytes(two_class_rows(40)))
+    assert info.kind == "csv" and info.input_kind == "tokens"
+    assert info.alphabet == ("A", "C", "G", "T")
+    assert info.class_names == ("neg", "pos") and info.class_counts == (20, 20)
+    assert info.n_examples == 40 and info.max_length == 12
+    assert upload.list_uploads() == ["genes"]
+    assert "upload:genes" in disciplines.names()
+    manifest = json.loads((own_cache / "uploads" / "genes" / "manifest.json").read_text())
+    assert manifest["kind"] == "csv" and manifest["class_names"] == ["neg", "pos"]
+    assert (own_cache / "uploads" / "genes" / "data.csv").read_bytes() == csv_bytes(two_class_rows(40))
+
+    dataset, dinfo = disciplines.load("upload:genes", progress=lambda _m: None)
+    assert dinfo.citation == "User upload" and dinfo.source == "my genes.csv"
+    assert dinfo.licence == "as provided by the user" and dinfo.metric == "accuracy"
+    assert dinfo.alphabet == info.alphabet and dinfo.class_names == info.class_names
+    sizes = {s: len(dataset[s]) for s in ("train", "validation", "test")}
+    assert sizes == {"train": 32, "validation": 4, "test": 4}
+    for split in ("train", "validation", "test"):  # stratified: both classes everywhere
+        assert set(dataset[split]["label"]) == {0, 1}
+    first = dataset["train"][0]
+    assert all(0 <= t < 4 for t in first["tokens"])
+
+
+def test_csv_space_separated_symbols():
+    rows = [("C4 E4 G4", "major"), ("A4 C5 E5", "minor")] * 6
+    info = save_upload("chords", "chords.csv", csv_bytes(rows))
+    assert info.alphabet == ("A4", "C4", "C5", "E4", "E5", "G4")
+    assert info.max_length == 3
+
+
+def test_csv_extra_columns_and_header_order_are_accepted():
+    text = "id,label,sequence\n" + "".join(f"{i},{'ab'[i % 2]},XYZ{'X' * (i % 3)}\n" for i in range(12))
+    info = save_upload("extra", "x.csv", text.encode())
+    assert info.class_names == ("a", "b") and info.alphabet == ("X", "Y", "Z")
+
+
+def test_csv_refusals_name_the_line_and_the_fix():
+    assert "empty" in raises("is empty", save_upload, "x", "x.csv", b"")
+    message = raises("header must name", save_upload, "x", "x.csv", b"ACGT,pos\nTTTT,neg\n")
+    assert "sequence,label" in message
+    bad = csv_bytes(two_class_rows(12)) + b",pos\n"
+    assert "fill it in" in raises(r"line 14: empty sequence", save_upload, "x", "x.csv", bad)
+    bad = csv_bytes(two_class_rows(12)) + b"ACGT,\n"
+    raises(r"line 14: missing label", save_upload, "x", "x.csv", bad)
+    bad = csv_bytes(two_class_rows(12)) + b"ACGT\n"
+    raises(r"line 14: missing label", save_upload, "x", "x.csv", bad)
+    bad = csv_bytes(two_class_rows(12)) + b"AC,GT,pos\n"
+    raises(r"line 14: expected 2 fields .* quote", save_upload, "x", "x.csv", bad)
+    raises(r"line 2: not UTF-8", save_upload, "x", "x.csv", b"sequence,label\n\xff\xfe,pos\n")
+
+
+def test_csv_over_long_sequence_is_refused_or_truncated():
+    rows = two_class_rows(12) + [("A" * 30, "pos"), ("C" * 50, "neg")]
+    message = raises(r"line 14: sequence of length 30 > max_length 20", save_upload, "x", "x.csv",
+                     csv_bytes(rows), max_length=20)
+    assert "max_length=50" in message and "truncate=True" in message
+    info = save_upload("x", "x.csv", csv_bytes(rows), max_length=20, truncate=True)
+    assert info.max_length == 20 and info.truncated == 2
+
+
+def test_csv_alphabet_too_large():
+    rows = [(chr(0x100 + i) * 3, "ab"[i % 2]) for i in range(300)]
+    message = raises(r"300 distinct symbols, more than the 256", save_upload, "x", "x.csv", csv_bytes(rows))
+    assert "first few" in message
+
+
+def test_single_class_and_too_few_examples():
+    rows = [("ACGT", "pos")] * 12
+    raises(r"every example has the label 'pos'.*at least 2 classes", save_upload, "x", "x.csv", csv_bytes(rows))
+    raises(r"only 4 examples; at least 10", save_upload, "x", "x.csv", csv_bytes(two_class_rows(4)))
+
+
+def test_bad_names_kinds_and_sizes():
+    good = csv_bytes(two_class_rows(12))
+    for name in ("", "Upper", "with space", "a" * 41, "../up", "dots.x"):
+        with pytest.raises(LabError, match="not allowed"):
+            save_upload(name, "x.csv", good)
+    raises(r"cannot tell the format .*'.txt'", save_upload, "x", "x.txt", good)
+    assert save_upload("x", "x.txt", good, kind="csv").kind == "csv"
+    with pytest.raises(LabError, match="kind 'xls' is not known"):
+        save_upload("x", "x.csv", good, kind="xls")
+    raises(r"more than the upload limit of", save_upload, "y", "y.csv", good,
+           limits=UploadLimits(max_bytes=len(good) - 1))
+
+
+# ----------------------------------------------------------------------------------------- FASTA
+
+
+def fasta_bytes(n=12):
+    records = []
+    for i in range(n):
+        label = "amp" if i % 2 else "other"
+        records.append(f">seq{i}|x|{label}\nMKV{'L' * (i % 4)}\nGG{'K' * (i % 2)}\n")
+    return "".join(records).encode()
+
+
+def test_fasta_round_trip_takes_label_after_last_bar():
+    info = save_upload("peptides", "pep.fasta", fasta_bytes())
+    assert info.kind == "fasta" and info.class_names == ("amp", "other")
+    assert info.alphabet == ("G", "K", "L", "M", "V")
+    dataset, _ = disciplines.load("upload:peptides", progress=lambda _m: None)
+    assert sum(len(dataset[s]) for s in dataset) == 12
+
+
+def test_fasta_refusals():
+    message = raises(r"line 1: header '>seq0' has no label", save_upload, "x", "x.fa", b">seq0\nACGT\n")
+    assert ">id|label" in message
+    raises(r"line 1: sequence before the first header", save_upload, "x", "x.fa", b"ACGT\n>a|b\nAC\n")
+    raises(r"line 1: missing label", save_upload, "x", "x.fa", b">seq0|\nACGT\n")
+    raises(r"line 3: empty sequence", save_upload, "x", "x.fa", b">a|x\nAC\n>b|y\n>c|y\nAC\n")
+
+
+# ------------------------------------------------------------------------------------------ MIDI
+
+
+def midi_bytes(pitches, drum_pitches=()):
+    import pretty_midi
+
+    midi = pretty_midi.PrettyMIDI()
+    piano = pretty_midi.Instrument(program=0)
+    for i, pitch in enumerate(pitches):
+        piano.notes.append(pretty_midi.Note(velocity=80, pitch=pitch, start=i * 0.25, end=i * 0.25 + 0.2))
+    midi.instruments.append(piano)
+    if drum_pitches:
+        drums = pretty_midi.Instrument(program=0, is_drum=True)
+        for i, pitch in enumerate(drum_pitches):
+            drums.notes.append(pretty_midi.Note(velocity=80, pitch=pitch, start=i * 0.25, end=i * 0.25 + 0.1))
+        midi.instruments.append(drums)
+    buffer = io.BytesIO()
+    midi.write(buffer)
+    return buffer.getvalue()
+
+
+def zip_bytes(entries):
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for name, content in entries.items():  # a name, or a ZipInfo for crafted attributes
+            archive.writestr(name, content)
+    return buffer.getvalue()
+
+
+def music_zip(files_per_class=6, notes=10):
+    entries = {}
+    for c, base in (("bach", 60), ("satie", 48)):
+        for k in range(files_per_class):
+            entries[f"pieces/{c}/piece{k}.mid"] = midi_bytes([base + (i * (k + 1)) % 12 for i in range(notes)],
+                                                             drum_pitches=[36, 38])
+    entries["pieces/README.txt"] = b"not music"
+    entries["__MACOSX/pieces/bach/._piece0.mid"] = b"resource fork"
+    return entries
+
+
+def test_midi_zip_windows_groups_and_labels():
+    info = save_upload("composers", "music.zip", zip_bytes(music_zip()), max_length=4)
+    assert info.kind == "midi" and info.class_names == ("bach", "satie")
+    assert len(info.alphabet) == 128 and info.alphabet[60] == "C4"
+    assert info.n_groups == 12 and info.n_examples == 12 * 2  # 10 notes in windows of 4: 4, 4 (2 dropped)
+    assert info.ignored_entries == 2 and info.max_length == 4
+    dataset, dinfo = disciplines.load("upload:composers", progress=lambda _m: None)
+    assert dinfo.vote_by_group
+    groups = {s: set(dataset[s]["group"]) for s in dataset}
+    assert not groups["train"] & groups["validation"] and not groups["train"] & groups["test"]
+    assert not groups["validation"] & groups["test"]
+    assert sum(len(g) for g in groups.values()) == 12
+    # Every piece has drum notes 36 and 38; only the piano's pitches (48..71) may appear.
+    assert min(min(r) for s in dataset for r in dataset[s]["tokens"]) >= 48
+
+
+def test_midi_notes_sorted_by_onset_then_pitch():
+    import pretty_midi
+
+    midi = pretty_midi.PrettyMIDI()
+    a, b = pretty_midi.Instrument(program=0), pretty_midi.Instrument(program=40)
+    a.notes += [pretty_midi.Note(velocity=80, pitch=67, start=0.5, end=0.7),
+                pretty_midi.Note(velocity=80, pitch=64, start=0.0, end=0.2)]
+    b.notes += [pretty_midi.Note(velocity=80, pitch=60, start=0.0, end=0.2)]
+    midi.instruments += [a, b]
+    buffer = io.BytesIO()
+    midi.write(buffer)
+    assert upload._midi_pitches(buffer.getvalue(), "x.mid") == [60, 64, 67]
+
+
+def test_midi_refusals_name_the_entry():
+    entries = music_zip()
+    entries["pieces/bach/broken.mid"] = b"MThd but not really"
+    raises(r"music.zip: pieces/bach/broken.mid: not a readable MIDI file \(\w+", save_upload, "m", "music.zip",
+           zip_bytes(entries))
+    entries = music_zip()
+    entries["loose.mid"] = midi_bytes([60, 62])
+    raises(r"'loose.mid' is not inside a class folder", save_upload, "m", "music.zip", zip_bytes(entries))
+    entries = music_zip()
+    entries["pieces/bach/drums.mid"] = midi_bytes([], drum_pitches=[36])
+    raises(r"drums.mid: no notes outside drum tracks", save_upload, "m", "music.zip", zip_bytes(entries))
+    raises(r"not a readable zip archive", save_upload, "m", "music.zip", b"PK\x03\x04 broken")
+    short = save_upload("short", "short.zip", zip_bytes(music_zip(notes=3)), max_length=4)
+    assert short.n_examples == 12 and short.max_length == 3  # a piece shorter than a window stays whole
+    raises(r"only 2 MIDI files", save_upload, "m", "music.zip", zip_bytes(music_zip(files_per_class=1)))
+
+
+@pytest.mark.parametrize("entry", ["../evil/x.mid", "/abs/x.mid", "a/../../x.mid", "C:/win/x.mid",
+                                   "a\\..\\..\\x.mid"])
+def test_zip_entries_outside_their_folder_are_refused(entry):
+    entries = music_zip()
+    entries[entry] = midi_bytes([60, 62])
+    raises(r"would land outside its folder", save_upload, "m", "music.zip", zip_bytes(entries))
+
+
+def test_zip_symlinks_are_refused():
+    link = zipfile.ZipInfo("pieces/bach/link.mid")
+    link.external_attr = (0o120777 << 16)
+    entries = music_zip()
+    entries[link] = b"/etc/passwd"
+    raises(r"'pieces/bach/link.mid' is a symbolic link", save_upload, "m", "music.zip", zip_bytes(entries))
+
+
+def test_zip_bomb_is_refused():
+    entries = music_zip()
+    entries["pieces/bach/huge.mid"] = b"\0" * (4 * 2**20)  # compresses to a few kB
+    data = zip_bytes(entries)
+    assert len(data) < 2**20
+    raises(r"would unpack to 4\.\d MB, more than the limit of 1\.0 MB", save_upload, "m", "music.zip", data,
+           limits=UploadLimits(max_unpacked_bytes=2**20))
+    raises(r"entries, more than the limit of 5", save_upload, "m", "music.zip", data,
+           limits=UploadLimits(max_zip_entries=5))
+
+
+# ---------------------------------------------------------------------------------------- images
+
+
+def npz_bytes(**arrays):
+    buffer = io.BytesIO()
+    np.savez(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def npz_member(array):
+    buffer = io.BytesIO()
+    np.save(buffer, array)
+    return buffer.getvalue()
+
+
+def test_npz_images_become_padded_patches():
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, size=(20, 6, 5), dtype=np.uint8)
+    labels = np.array(["cat", "dog"] * 10)
+    info = save_upload("pets", "pets.npz", npz_bytes(images=images, labels=labels))
+    assert info.input_kind == "vectors" and info.vector_dim == 16  # 4x4 patches, one channel
+    assert info.max_length == 4  # 6x5 padded to 8x8: 2x2 patches
+    assert info.class_names == ("cat", "dog")
+    dataset, dinfo = disciplines.load("upload:pets", progress=lambda _m: None)
+    assert dinfo.input_kind == "vectors" and dinfo.vector_dim == 16
+    assert sum(len(dataset[s]) for s in dataset) == 20
+    # Reassemble image 0 from its patches: raster order, zero padding, uint8 scaled to [0, 1].
+    patches = upload._patches(images[:1, ..., None].astype(np.float32) / 255, 4, 512, "x")
+    grid = patches[0].reshape(2, 2, 4, 4).transpose(0, 2, 1, 3).reshape(8, 8)
+    assert np.allclose(grid[:6, :5], images[0] / 255) and not grid[6:].any() and not grid[:, 5:].any()
+
+
+def test_npz_colour_images_and_integer_labels():
+    images = np.random.default_rng(1).random((12, 8, 8, 3), dtype=np.float32)
+    info = save_upload("rgb", "rgb.npz", npz_bytes(images=images, labels=np.arange(12) % 3), patch_size=2)
+    assert info.vector_dim == 2 * 2 * 3 and info.max_length == 16
+    assert info.class_names == ("0", "1", "2")
+
+
+def test_npz_refusals():
+    images = np.zeros((12, 4, 4), dtype=np.uint8)
+    labels = np.arange(12) % 2
+    objects = np.empty(12, dtype=object)
+    objects[:] = ["a", "b"] * 6
+    message = raises(r"array 'labels' holds Python objects", save_upload, "i", "i.npz",
+                     npz_bytes(images=images, labels=objects))
+    assert "pickled" in message and "dtype=str" in message
+    raises(r"labels has shape \(11,\) but there are 12 images", save_upload, "i", "i.npz",
+           npz_bytes(images=images, labels=labels[:11]))
+    raises(r"no array named labels \(found: images\)", save_upload, "i", "i.npz", npz_bytes(images=images))
+    raises(r"images has shape \(12, 16\)", save_upload, "i", "i.npz",
+           npz_bytes(images=images.reshape(12, 16), labels=labels))
+    raises(r"labels has dtype float64", save_upload, "i", "i.npz",
+           npz_bytes(images=images, labels=labels.astype(float)))
+    huge = io.BytesIO()
+    with zipfile.ZipFile(huge, "w") as archive:  # a header that claims 2**80 bytes in a tiny file
+        header = io.BytesIO()
+        np.lib.format.write_array_header_1_0(header, {"descr": "<f8", "fortran_order": False,
+                                                      "shape": (2**40, 2**37)})
+        archive.writestr("images.npy", header.getvalue())
+        archive.writestr("labels.npy", npz_member(labels))
+    raises(r"array 'images' of shape \(1099511627776, 137438953472\) needs", save_upload, "i", "i.npz",
+           huge.getvalue())
+    bad = images.astype(np.float32)
+    bad[3, 0, 0] = np.nan
+    raises(r"image 3 holds NaN", save_upload, "i", "i.npz", npz_bytes(images=bad, labels=labels))
+    message = raises(r"give 64 patches of 4x4, more than max_length 16", save_upload, "i", "i.npz",
+                     npz_bytes(images=np.zeros((12, 32, 32), np.uint8), labels=labels), max_length=16)
+    assert "patch_size=8" in message
+
+
+# ------------------------------------------------------------------------------ atomic replacement
+
+
+def test_a_bad_file_never_replaces_a_good_upload(own_cache):
+    good = csv_bytes(two_class_rows(20))
+    first = save_upload("keep", "good.csv", good)
+    before = (own_cache / "uploads" / "keep" / "manifest.json").read_bytes()
+    for bad in (b"", csv_bytes([("ACGT", "pos")] * 20), csv_bytes(two_class_rows(12)) + b",pos\n"):
+        with pytest.raises(DataValidationError):
+            save_upload("keep", "bad.csv", bad)
+    assert (own_cache / "uploads" / "keep" / "manifest.json").read_bytes() == before
+    assert (own_cache / "uploads" / "keep" / "data.csv").read_bytes() == good
+    assert upload.upload_info("keep") == first
+    assert leftovers(own_cache) == []
+
+
+def test_a_failed_first_upload_leaves_nothing(own_cache):
+    with pytest.raises(DataValidationError):
+        save_upload("new", "bad.csv", b"sequence,label\n")
+    assert upload.list_uploads() == []
+    assert not (own_cache / "uploads" / "new").exists()
+    assert leftovers(own_cache) == []
+
+
+def test_replacing_an_upload_changes_its_data_and_cache_key(own_cache):
+    save_upload("swap", "a.csv", csv_bytes(two_class_rows(20)))
+    old = upload.uploaded_discipline("upload:swap")
+    old_params = disciplines.parse_params(old)
+    dataset, _ = disciplines.load("upload:swap", progress=lambda _m: None)
+    assert len(dataset["train"]) == 16
+    save_upload("swap", "b.csv", csv_bytes(two_class_rows(30)))
+    new = upload.uploaded_discipline("upload:swap")
+    assert disciplines.parse_params(new) != old_params
+    dataset, info = disciplines.load("upload:swap", progress=lambda _m: None)
+    assert len(dataset["train"]) == 24 and info.source == "b.csv"
+    with pytest.raises(DataValidationError, match="has changed since"):
+        new.build(old_params, lambda _m: None)
+    assert leftovers(own_cache) == []
+
+
+def test_same_seed_same_split_other_seed_other_split():
+    save_upload("seeded", "s.csv", csv_bytes(two_class_rows(40)))
+    discipline = upload.uploaded_discipline("seeded")
+    params = disciplines.parse_params(discipline)
+    a = discipline.build(params, lambda _m: None)
+    b = discipline.build(params, lambda _m: None)
+    c = discipline.build(disciplines.parse_params(discipline, {"seed": 1}), lambda _m: None)
+    assert a["test"]["tokens"] == b["test"]["tokens"]
+    assert a["test"]["tokens"] != c["test"]["tokens"]
+
+
+def test_stratified_split_keeps_classes_and_groups():
+    labels = [0] * 50 + [1] * 30 + [2] * 20
+    train, val, test = upload.stratified_split(labels, seed=3)
+    assert sorted(train + val + test) == list(range(100))
+    assert (len(train), len(val), len(test)) == (80, 10, 10)
+    for part, share in ((train, 0.8), (val, 0.1), (test, 0.1)):
+        for c, n in ((0, 50), (1, 30), (2, 20)):
+            assert abs(sum(labels[i] == c for i in part) - n * share) <= 1
+    groups = [f"g{i // 3}" for i in range(60)]
+    group_labels = [int(g[1:]) % 2 for g in groups]
+    parts = upload.stratified_split(group_labels, seed=0, groups=groups)
+    seen = [{groups[i] for i in part} for part in parts]
+    assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
+
+
+def test_unknown_and_deleted_uploads():
+    with pytest.raises(UnknownNameError, match=r"no upload named 'ghost'; saved uploads: \(none yet\)"):
+        disciplines.get("upload:ghost")
+    save_upload("real", "r.csv", csv_bytes(two_class_rows(12)))
+    with pytest.raises(UnknownNameError, match="saved uploads: real.*save_upload"):
+        upload.uploaded_discipline("upload:ghost")
+    disciplines.load("upload:real", progress=lambda _m: None)
+    upload.delete_upload("upload:real")
+    assert upload.list_uploads() == []
+    with pytest.raises(UnknownNameError):
+        upload.delete_upload("real")
+
+
+def test_uploaded_filename_is_only_displayed():
+    info = save_upload("pathy", "../../etc/x\\evil\x00.csv", csv_bytes(two_class_rows(12)))
+    assert info.filename == "evil.csv" and info.stored == "data.csv"
