@@ -196,7 +196,10 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     from labcore.encode import Encoded
     from labcore.train import TrainConfig, resolve_precision, steps_to_converge, summarize_losses, train
 
+    import transformers
+
     started = time.perf_counter()
+    transformers.utils.logging.disable_progress_bar()  # events report progress; bars only flood logs
     torch.set_num_threads(threads or os.cpu_count() or 1)
     device = device or default_device()
     logs: list[str] = []
@@ -272,6 +275,8 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
         else:
             if event["type"] == "log":
                 logs.append(event["message"])
+            elif event["type"] == "eval":
+                event["metric"] = info.metric
             yield event
 
     val_metrics = evaluate_logits(predict("validation"), splits["validation"], info)

@@ -1,0 +1,38 @@
+"""Backbones, their structure, and lab models (input adapter -> transformer -> pooling -> linear head).
+
+* :mod:`.backbones`: packaged / hub / local / tiny backbones, inits ``pretrained``, ``random``, ``stats``.
+* :mod:`.architectures`: where each family keeps its layers (:class:`Structure`), its initialiser.
+* :mod:`.lab_model`: :class:`LabModel`, input adapters, pooling, :func:`build_lab_model`.
+
+Names resolve on first use, so ``from labcore.models import BACKBONES, backbone_names`` (what the app needs
+to list models) imports neither torch nor transformers; everything else loads torch when first touched.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "backbones": ("BACKBONES", "INITS", "BackboneInfo", "Source", "backbone_info", "backbone_names",
+                  "init_from_statistics", "load_backbone", "models_dir", "resolve_backbone", "TINY_VOCAB"),
+    "architectures": ("LAYOUTS", "Layout", "Structure", "structure"),
+    "lab_model": ("INPUT_ADAPTERS", "POOLINGS", "DetachedEmbedding", "EmbeddingAdapter", "LabModel",
+                  "LinearAdapter", "VocabAdapter", "build_lab_model", "build_lab_model_from", "count_parameters"),
+    "seeding": ("derive_seed", "generator", "seeded"),
+}
+_WHERE = {name: module for module, names in _EXPORTS.items() for name in names}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'labcore.models' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"labcore.models.{_WHERE[name]}"), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_WHERE))
