@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import signal
 import statistics
 import sys
@@ -109,6 +110,8 @@ def main() -> int:
         if worker.poll() is None:
             os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
+        store.close()
+        shutil.rmtree(tmp, ignore_errors=True)
     x, y = statistics.median(first_event), statistics.median(cached)
     print(f"targets: first event <= 5 s ({'met' if x <= 5 else 'MISSED'}), "
           f"cached result <= 1 s ({'met' if y <= 1 else 'MISSED'})")
