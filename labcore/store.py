@@ -607,6 +607,75 @@ class Store:
             self.cache.set(f"run/{result.key}", dict(base, status=result.status, result=result.to_dict(),
                                                      error=result.error, finished_at=now, resume=False))
 
+    # ------------------------------------------------------------------------------- analysis jobs
+    # Short jobs on a finished run (attention maps): queued apart from runs and taken first by an idle
+    # worker between runs, so a page asks for them and polls, and never computes them itself.
+    JOB_KINDS = ("attention",)
+
+    @staticmethod
+    def job_id(kind: str, key: str, split: str, index: int) -> str:
+        return f"{kind}:{key}:{split}:{int(index)}"
+
+    def attention_path(self, key: str, split: str, index: int) -> Path:
+        return self.workdir(key) / f"attention-{split}-{int(index)}.npz"
+
+    def request_attention(self, key: str, split: str = "test", index: int = 0) -> dict[str, Any]:
+        """Queue an attention job for a finished run (idempotent); return the job's record."""
+        record = self.get(key)
+        if record is None:
+            raise LabError(f"no run with key {key!r}; pick a run from the Runs page or `labcore status`")
+        if record["status"] not in FINISHED:
+            raise LabError(f"run {key} is {record['status']}: attention maps need a finished run")
+        job_id = self.job_id("attention", key, split, index)
+        with self._txn():
+            job = self.cache.get(f"job/{job_id}")
+            if job is not None and job["status"] in ("queued", "running", "done"):
+                if job["status"] != "running" or self._job_alive(job):
+                    return job
+            job = {"id": job_id, "kind": "attention", "key": key, "split": split, "index": int(index),
+                   "status": "queued", "error": "", "pid": None, "host": None, "requested_at": _now()}
+            self.cache.set(f"job/{job_id}", job)
+            self.cache.push(job_id, prefix="jobs")
+            self.cache.incr("queue/seq")
+        return job
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        job = self.cache.get(f"job/{job_id}")
+        if job is not None and job["status"] == "running" and not self._job_alive(job):
+            job = dict(job, status="failed", error="the worker running this job stopped; ask again")
+        return job
+
+    def attention_job(self, key: str, split: str = "test", index: int = 0) -> dict[str, Any] | None:
+        return self.job(self.job_id("attention", key, split, index))
+
+    def attention_result(self, key: str, split: str = "test", index: int = 0) -> Path | None:
+        """The attention maps' .npz once computed, else None."""
+        job = self.attention_job(key, split, index)
+        path = self.attention_path(key, split, index)
+        return path if job is not None and job["status"] == "done" and path.is_file() else None
+
+    def _job_alive(self, job: dict[str, Any]) -> bool:
+        return not (job.get("host") == HOST and process_state(job.get("pid")) in ("gone", "zombie"))
+
+    def claim_job(self, pid: int | None = None) -> dict[str, Any] | None:
+        pid = pid or os.getpid()
+        with self._txn():
+            while True:
+                entry, job_id = self.cache.pull(prefix="jobs")
+                if entry is None:
+                    return None
+                job = self.cache.get(f"job/{job_id}")
+                if job is None or job["status"] != "queued":
+                    continue
+                job = dict(job, status="running", pid=pid, host=HOST, started_at=_now())
+                self.cache.set(f"job/{job_id}", job)
+                return job
+
+    def finish_job(self, job_id: str, status: str, error: str = "") -> None:
+        with self._txn():
+            job = self.cache.get(f"job/{job_id}") or {"id": job_id}
+            self.cache.set(f"job/{job_id}", dict(job, status=status, error=error, finished_at=_now()))
+
     # ---------------------------------------------------------------------------------- artifacts
     def artifacts(self, key: str) -> dict[str, Path]:
         """Files the run wrote (``best.safetensors``, ``*.npz`` attention maps, cached features …)."""

@@ -256,6 +256,10 @@ class Worker:
                 # (and now and then anyway, as a safety net).
                 if seq != empty_seq or now - last_full_claim >= 5.0:
                     last_full_claim = now
+                    job = self.store.claim_job(self.pid)
+                    if job is not None:
+                        self.run_job(job)
+                        continue
                     claim = self.store.claim(self.pid)
                     if claim is not None:
                         self.run_claim(claim)
@@ -314,6 +318,20 @@ class Worker:
         if self.stop_reason or self._lost:
             return "interrupted"
         return None
+
+    def run_job(self, job: dict) -> str:
+        """Run one analysis job (attention maps of a finished run); its errors land in the job record."""
+        try:
+            from labcore.analysis.attention import compute_attention
+
+            compute_attention(self.store, job["key"], job["split"], job["index"])
+            self.store.finish_job(job["id"], "done")
+            return "done"
+        except LabError as exc:
+            self.store.finish_job(job["id"], "failed", str(exc))
+        except Exception:
+            self.store.finish_job(job["id"], "failed", traceback.format_exc())
+        return "failed"
 
     def run_claim(self, claim: Claim) -> str:
         """Run one claimed spec to its end; returns the status recorded."""

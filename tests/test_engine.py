@@ -1,0 +1,99 @@
+"""The engine end to end on tiny random backbones: every protocol through the real loop and record."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from labcore.errors import LabError
+from labcore.record import RunRecord
+from labcore.run import iter_run, resolve_spec, run
+from labcore.spec import make_spec
+
+REPO = Path(__file__).resolve().parent.parent
+TINY_XOR = {"n_train": 96, "n_validation": 32, "n_test": 32}
+TINY_LISTOPS = {"n_train": 96, "n_validation": 32, "n_test": 32, "max_length": 40}
+
+
+def _spec(**changes):
+    values = dict(model="tiny:bert", discipline="listops", discipline_params=TINY_LISTOPS, max_steps=6,
+                  eval_every=3, precision="fp32", batch_size=16)
+    values.update(changes)
+    return make_spec(**values)
+
+
+@pytest.mark.parametrize("protocol,params", [
+    ("full", {}), ("reemb", {}), ("frozen", {}), ("output_only", {}), ("reinit_after", {"k": 1}),
+    ("reinit_block", {"start": 0, "size": 1, "mode": "preserve"}), ("reinit_layer", {"layer": 1}),
+    ("permute_layers", {"seed": 3}), ("probe", {"layer": 1}),
+])
+def test_every_protocol_runs_to_a_record(protocol, params, tmp_path):
+    record = run(_spec(protocol=protocol, protocol_params=params), workdir=tmp_path)
+    assert record.status == "done"
+    assert record.metric == "accuracy" and 0.0 <= record.test["accuracy"] <= 1.0
+    assert record.params_trainable <= record.params_total
+    assert (tmp_path / "best.safetensors").is_file()
+    assert RunRecord.from_json(record.to_json()) == record
+    if protocol in ("frozen", "output_only", "probe"):
+        assert record.params_trainable < record.params_total / 2
+
+
+def test_events_stream_then_one_result(tmp_path):
+    events = list(iter_run(_spec(), workdir=tmp_path))
+    kinds = [e["type"] for e in events]
+    assert kinds[-1] == "result" and kinds.count("result") == 1
+    assert kinds.index("start") < kinds.index("step")
+    evals = [e for e in events if e["type"] == "eval"]
+    assert [e["step"] for e in evals] == [3, 6] and evals[0]["metric"] == "accuracy"
+    json.dumps(events)  # every event is JSON-able
+
+
+def test_vectors_multilabel_and_decoder(tmp_path):
+    record = run(make_spec(model="tiny:gpt2", discipline="bits-xor", discipline_params=TINY_XOR,
+                           protocol="frozen", max_steps=4, precision="fp32"), workdir=tmp_path)
+    assert record.status == "done" and record.metric == "bit_accuracy" and record.pooling == "last"
+
+
+def test_same_spec_same_result():
+    a = run(_spec(max_steps=4))
+    b = run(_spec(max_steps=4))
+    assert a.key == b.key and a.test == b.test and a.train_loss == b.train_loss
+
+
+def test_subsample_is_recorded():
+    record = run(_spec(train_size="50", max_steps=2))
+    assert record.train_examples == 50 and any("50 of 96" in n for n in record.notes)
+
+
+def test_bad_protocol_parameter_names_the_valid_ones():
+    with pytest.raises(LabError, match="valid"):
+        run(_spec(protocol="reinit_after", protocol_params={"kk": 1}))
+
+
+def test_sweep_cli_prints_table_and_reuses_results(tmp_path):
+    env = {**__import__("os").environ, "TRANSFERLAB_CACHE": str(tmp_path)}
+    cmd = [sys.executable, "-m", "labcore", "sweep", "--model", "tiny:bert", "--discipline", "listops",
+           "--dparam", "n_train=96", "--dparam", "n_validation=32", "--dparam", "n_test=32",
+           "--dparam", "max_length=40", "--max-steps", "3", "--precision", "fp32",
+           "--init", "pretrained,random", "--seeds", "0,1", "--csv"]
+    first = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr
+    lines = first.stdout.strip().splitlines()
+    header = lines[0].split(",")
+    assert {"init", "n", "mean", "std", "ci_low", "ci_high"} <= set(header)
+    assert len(lines) == 3  # two conditions, each over two seeds
+    second = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert second.stderr.count("from the store") == 4
+    assert second.stdout == first.stdout
+
+
+def test_resolve_spec_needs_no_torch():
+    code = ("import sys; from labcore.run import resolve_spec; from labcore.spec import make_spec;"
+            "resolve_spec(make_spec(discipline='bits-xor')); print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False"
+    assert resolve_spec(make_spec(discipline="bits-xor")).input_adapter == "linear"
