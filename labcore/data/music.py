@@ -87,6 +87,9 @@ class MusicParams:
     # near 2.5 CPU-minutes, most of them spent on Beethoven's long quartet scores.
     cap_per_composer: int = 100
     window: int = 128  # pitches per example, as the paper
+    # Windows kept per piece, evenly spaced through it; 0 keeps all (the paper). Without a cap, the 22
+    # long Beethoven quartets give 57 % of all windows; 8 balances the classes by windows too.
+    max_windows_per_piece: int = 8
     seed: int = 0  # seeds both the sample of pieces and the split
 
     def __post_init__(self) -> None:
@@ -105,6 +108,9 @@ class MusicParams:
         if self.window < 1:
             raise LabError(f"music-composer: window must be at least 1 pitch, got {self.window}; "
                            f"the paper uses 128")
+        if self.max_windows_per_piece < 0:
+            raise LabError(f"music-composer: max_windows_per_piece must be >= 0 (0 = every window), "
+                           f"got {self.max_windows_per_piece}")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -146,6 +152,20 @@ def pitches_from_midi(source: str | os.PathLike | bytes | bytearray) -> list[int
     notes = sorted((note.start, note.pitch) for instrument in midi.instruments if not instrument.is_drum
                    for note in instrument.notes)
     return [pitch for _, pitch in notes]
+
+
+def spaced(chunks: list[list[int]], limit: int) -> list[list[int]]:
+    """At most `limit` of `chunks`, evenly spaced from first to last (all of them for limit 0).
+
+    >>> spaced([[1], [2], [3], [4], [5]], 3)
+    [[1], [3], [5]]
+    """
+    if limit <= 0 or len(chunks) <= limit:
+        return chunks
+    import numpy as np
+
+    keep = np.unique(np.linspace(0, len(chunks) - 1, limit).round().astype(int))
+    return [chunks[i] for i in keep]
 
 
 def windows(pitches: Sequence[int], window: int) -> list[list[int]]:
@@ -568,7 +588,7 @@ class MusicComposer(Discipline):
     Params = MusicParams
     presets = {
         "quick": {"cap_per_composer": 10},  # a demo-sized build: 10 pieces each (8/1/1 split)
-        "full": {"cap_per_composer": 0},  # every piece: ~1,800 scores, a first build several times longer
+        "full": {"cap_per_composer": 0, "max_windows_per_piece": 0},  # every piece and window (the paper)
     }
 
     def info(self, params: MusicParams) -> DisciplineInfo:
@@ -594,7 +614,7 @@ class MusicComposer(Discipline):
                    f"is shorter than one window (then kept, shorter). Split by piece (group = corpus "
                    f"path), 80/10/10 of each composer's pieces, at least one per split where a composer "
                    f"has three or more; evaluation votes over a piece's windows. Long pieces give many "
-                   f"windows: classes are balanced by pieces, not windows."),
+                   f"windows: at most {params.max_windows_per_piece or 'all'} evenly spaced windows are kept per piece."),
         )
 
     def build(self, params: MusicParams, progress: ProgressFn):
@@ -611,7 +631,8 @@ class MusicComposer(Discipline):
             parts = split_pieces(chosen[composer], composer, params.seed)
             for split, pieces in zip(rows, parts):
                 for rel in pieces:
-                    for chunk in windows(cache.pitches[rel], params.window):
+                    for chunk in spaced(windows(cache.pitches[rel], params.window),
+                                        params.max_windows_per_piece):
                         rows[split]["tokens"].append(chunk)
                         rows[split]["label"].append(label)
                         rows[split]["group"].append(rel)
