@@ -22,6 +22,10 @@ class Registry(Generic[T]):
         self._items[name] = item
         return item
 
+    def unregister(self, name: str) -> None:
+        """Remove an entry (tests register temporary entries and take them back out)."""
+        self._items.pop(name, None)
+
     def __getitem__(self, name: str) -> T:
         try:
             return self._items[name]
