@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import sys
 from typing import Any, Sequence
 
@@ -196,7 +195,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def _print_event(event: dict[str, Any]) -> None:
     kind = event["type"]
-    if kind == "log":
+    if kind == "log" and event.get("phase") != "prepare":  # preparing already wrote its own lines
         print(f"[log] {event['message']}", file=sys.stderr)
     elif kind == "start":
         print(f"[start] {event['key']}: {event['total_steps']} steps, {event['params_trainable']:,} of "
@@ -287,9 +286,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # Before torch loads: OpenMP threads that spin-wait lose badly when other processes share the
-    # cores (measured: MiniLM steps 2-3x slower under load); passive waiting costs little alone.
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

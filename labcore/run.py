@@ -213,7 +213,14 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
     progress_events: list[dict[str, Any]] = []
-    prepared = Prepared(resolved, progress=lambda m: progress_events.append(log(m)))
+
+    def progress(message: str) -> None:
+        # Preparing can take minutes (a first music build); the events only go out once it is done, so
+        # each message is also written to stderr at once, where the worker's run log picks it up live.
+        progress_events.append(dict(log(message), phase="prepare"))
+        print(message, file=sys.stderr, flush=True)
+
+    prepared = Prepared(resolved, progress=progress)
     yield from progress_events
     info, model = prepared.info, prepared.model
     pparams = protocols.parse_protocol_params(resolved.protocol, dict(resolved.protocol_params))
@@ -307,6 +314,14 @@ def _predict_head(head, data, batch_size: int, device: str):
     with torch.inference_mode():
         x = torch.from_numpy(np.stack([f[0] for f in data.inputs])).to(device)
         return torch.cat([head(x[i:i + batch_size]).float().cpu() for i in range(0, len(x), batch_size)])
+
+
+def warm_up() -> None:
+    """Import what every run needs, so a worker's first run starts at once."""
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+
+    from labcore import models, protocols, train  # noqa: F401
 
 
 def run(spec: RunSpec, **kwargs: Any) -> RunRecord:
