@@ -29,20 +29,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def tiny_bert(folder: Path) -> Path:
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    folder.mkdir(parents=True, exist_ok=True)
-    words = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"[unused{i}]" for i in range(10)]
-             + list("abcdefghijklmnopqrstuvwxyz") + [str(i) for i in range(10)])
-    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
-    config = BertConfig(vocab_size=len(words), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=128, max_position_embeddings=128)
-    BertModel(config).save_pretrained(folder)
-    BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
-    return folder
-
-
 def wait(what: str, predicate, timeout: float, poll: float = 0.005):
     deadline = time.perf_counter() + timeout
     while time.perf_counter() < deadline:
@@ -66,7 +52,7 @@ def main() -> int:
     from labcore.worker import start_worker, stop_workers
 
     tmp = Path(tempfile.mkdtemp(prefix="transferlab-latency-"))
-    model = f"local:{tiny_bert(tmp / 'tiny-bert')}" if args.model == "tiny" else args.model
+    model = "tiny:bert" if args.model == "tiny" else args.model
     params = {"n_train": 64, "n_validation": 32, "n_test": 32} if args.discipline == "bits-xor" else {}
     store = Store(tmp / "store")
 

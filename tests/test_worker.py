@@ -28,24 +28,13 @@ SMALL = {"n_train": 64, "n_validation": 32, "n_test": 32}
 
 
 @pytest.fixture(scope="module")
-def tiny_model(tmp_path_factory) -> Path:
-    """A random BERT (hidden 64, 2 layers, 4 heads) with a WordPiece vocabulary of 60 ids."""
-    from transformers import BertConfig, BertModel, BertTokenizer
-
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    words = (["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + [f"[unused{i}]" for i in range(10)]
-             + list("abcdefghijklmnopqrstuvwxyz") + [str(i) for i in range(10)]
-             + ["the", "of", "and", "to", "in", "is", "it", "on", "at"])
-    (folder / "vocab.txt").write_text("\n".join(words) + "\n")
-    config = BertConfig(vocab_size=len(words), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                        intermediate_size=128, max_position_embeddings=128)
-    BertModel(config).save_pretrained(folder)
-    BertTokenizer(str(folder / "vocab.txt")).save_pretrained(folder)
-    return folder
+def tiny_model() -> str:
+    """The lab's tiny random BERT (hidden 64, 2 layers), built once under the test cache."""
+    return "tiny:bert"
 
 
-def tiny_spec(model: Path, seed: int = 0, **changes):
-    values = dict(model=f"local:{model}", discipline="bits-xor", discipline_params=SMALL, seed=seed,
+def tiny_spec(model: str, seed: int = 0, **changes):
+    values = dict(model=model, discipline="bits-xor", discipline_params=SMALL, seed=seed,
                   batch_size=16, eval_every=20, epochs=1000.0, precision="fp32")
     values.update(changes)
     return make_spec(**values)
@@ -218,7 +207,7 @@ def test_a_second_reader_and_tail_see_the_same_live_stream(store, workers, tiny_
 
 
 def test_failures_are_explained_in_the_run_log(store, workers, tiny_model, tmp_path):
-    missing = store.submit(tiny_spec(tmp_path / "no-such-model")).key  # before the worker: it exits when idle
+    missing = store.submit(tiny_spec(f"local:{tmp_path / 'no-such-model'}")).key  # before the worker: it exits when idle
     workers("--exit-when-idle")
     wait_for("the run to fail", lambda: store.get(missing)["status"] == "failed", store=store)
     assert "save_pretrained" in store.get(missing)["error"]  # a LabError: its message names the fix
