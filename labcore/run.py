@@ -45,8 +45,9 @@ def _versions() -> dict[str, str]:
 
     import labcore
 
-    return {"python": platform.python_version(), "torch": torch.__version__,
-            "transformers": transformers.__version__, "labcore": labcore.__version__}
+    # str(): torch.__version__ is a TorchVersion, which would drag torch into any reader of the record.
+    return {"python": platform.python_version(), "torch": str(torch.__version__),
+            "transformers": str(transformers.__version__), "labcore": labcore.__version__}
 
 
 def _peak_memory_mb(device: str) -> float:
@@ -295,6 +296,8 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
         state = {n: p.detach().float().contiguous().cpu() for n, p in model.named_parameters()
                  if p.requires_grad}
         save_file(state, str(workdir / "best.safetensors"))
+        if prepared.mapping is not None:  # the exact table this run used, for the mapping page
+            (workdir / "mapping.json").write_text(prepared.mapping.to_json())
     record = RunRecord(
         key=key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
         validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],

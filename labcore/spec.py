@@ -227,8 +227,7 @@ def make_spec(**values: Any) -> RunSpec:
     values = dict(values)
     for key in ("discipline_params", "protocol_params"):
         values[key] = _pairs(values.get(key))
-    if values.get("mapping_table"):
-        values["mapping_table"] = tuple((str(s), int(i)) for s, i in values["mapping_table"])
+    values["mapping_table"] = tuple((str(s), int(i)) for s, i in values.get("mapping_table") or ())
     spec = RunSpec(**values)
     _check("init", spec.init, INITS)
     _check("input adapter", spec.input_adapter, INPUT_ADAPTERS)

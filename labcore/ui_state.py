@@ -1,0 +1,477 @@
+"""Small helpers the pages share: the store, query parameters, remembered choices, live curves, progress,
+background tasks, and torch-free catalogues of models, inits and protocols.
+
+Why these exist (Streamlit facts): a rerun interrupts the script thread, so nothing slow runs in it;
+``st.session_state`` is lost on a browser refresh, so the run or group a page shows lives in
+``st.query_params``; a widget's value is dropped when its page is left, so choices are kept in keys of
+our own and written back before the widget is drawn. No torch is imported here or by the pages.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from labcore.errors import LabError
+from labcore.record import RunRecord
+from labcore.store import ACTIVE, FINISHED, Store, curves_from_events, open_store
+
+# --------------------------------------------------------------------------------------------------
+# the store and the executor
+
+
+def get_store() -> Store:
+    return open_store()
+
+
+def get_executor():
+    """The process's executor, on the store of the current cache (tests move the cache between apps)."""
+    from labcore.executor import LocalExecutor
+    from labcore.executor import get_executor as shared
+
+    executor = shared()
+    store = get_store()
+    if isinstance(executor, LocalExecutor) and Path(executor.store.root) != Path(store.root):
+        executor = LocalExecutor(store, workers=executor.workers)
+    return executor
+
+
+def result_of(store: Store, key: str) -> RunRecord | None:
+    try:
+        return store.get_result(key)
+    except Exception:  # a half-written or foreign record must not break a page
+        return None
+
+
+def results(store: Store, keys: Iterable[str]) -> list[RunRecord]:
+    return [r for r in (result_of(store, k) for k in keys) if r is not None]
+
+
+def worker_summary(store: Store) -> dict[str, Any]:
+    """Alive workers and what the queue holds, for the status line every page shows."""
+    workers = store.workers()
+    records = store.runs()
+    return {"workers": workers, "queued": sum(r["status"] == "queued" for r in records),
+            "running": sum(r["status"] == "running" for r in records), "total": len(records)}
+
+
+def spec_from(values: dict[str, Any], **changes: Any):
+    """``make_spec`` of a spec dict (a record's, ``RunSpec.to_dict()``) with ``changes``, its mapping table as
+    tuples (a dict holds it as a list of lists; the spec must stay hashable and print its CLI cleanly)."""
+    from labcore.spec import make_spec
+
+    merged = {**values, **changes}
+    merged["mapping_table"] = tuple(tuple(row) for row in merged.get("mapping_table") or ())
+    return make_spec(**merged)
+
+
+def spec_with(spec, **changes: Any):
+    """``spec.replace(**changes)`` that keeps the mapping table a tuple."""
+    return spec_from(spec.to_dict(), **changes)
+
+
+# --------------------------------------------------------------------------------------------------
+# query parameters and remembered choices (Streamlit)
+
+
+def qp(name: str, default: str | None = None) -> str | None:
+    import streamlit as st
+
+    value = st.query_params.get(name)
+    return value if value not in (None, "") else default
+
+
+def qp_list(name: str) -> list[str]:
+    value = qp(name)
+    return [v for v in (value or "").split(",") if v]
+
+
+def set_qp(**values: str | Sequence[str] | None) -> None:
+    """Set (or with None, remove) query parameters; lists are stored comma-separated."""
+    import streamlit as st
+
+    written = st.session_state.setdefault("_qp_written", {})
+    for name, value in values.items():
+        if value is None or value == "" or value == []:
+            written[name] = None
+            if name in st.query_params:
+                del st.query_params[name]
+        else:
+            text = ",".join(value) if isinstance(value, (list, tuple)) else str(value)
+            written[name] = text
+            if st.query_params.get(name) != text:
+                st.query_params[name] = text
+
+
+def qp_external(name: str) -> str | None:
+    """The query parameter ``name`` if it did not come from this session's own :func:`set_qp`: a link, a
+    reload, a second tab or the first visit. A page then moves its widget to it; otherwise the widget
+    (the user's latest choice) wins."""
+    import streamlit as st
+
+    value = st.query_params.get(name) or None
+    written = st.session_state.setdefault("_qp_written", {})
+    if name in written and written[name] == value:
+        return None
+    written[name] = value
+    return value
+
+
+def remember(key: str, default: Any, options: Sequence[Any] | None = None) -> str:
+    """Prepare widget ``w:<key>`` to show the remembered choice ``key`` (or ``default``); returns its key.
+
+    Create the widget with ``key=remember(...)`` and no ``value``/``index`` argument, then call
+    :func:`keep` with its value. A remembered value no longer among ``options`` falls back to ``default``.
+    """
+    import streamlit as st
+
+    kept = st.session_state.setdefault("_kept", {})
+    widget = f"w:{key}"
+    value = kept.get(key, default)
+    if options is not None and value not in options:
+        value = default if default in options else (options[0] if options else default)
+    if widget not in st.session_state or (options is not None and st.session_state[widget] not in options):
+        st.session_state[widget] = value
+    return widget
+
+
+def keep(key: str, value: Any) -> Any:
+    import streamlit as st
+
+    st.session_state.setdefault("_kept", {})[key] = value
+    return value
+
+
+def persist_widgets(prefixes: Sequence[str]) -> None:
+    """Keep the values of widgets whose keys start with ``prefixes`` while their page is not shown.
+
+    Streamlit drops a widget's value at the end of a run that did not draw it; assigning the value to
+    itself marks it as ours, so it survives a visit to another page. Buttons and uploaders cannot be
+    assigned: give them keys outside these prefixes.
+    """
+    import streamlit as st
+
+    for key in list(st.session_state.keys()):
+        if isinstance(key, str) and key.startswith(tuple(prefixes)):
+            st.session_state[key] = st.session_state[key]
+
+
+def remembered(key: str, default: Any = None) -> Any:
+    import streamlit as st
+
+    return st.session_state.get("_kept", {}).get(key, default)
+
+
+# --------------------------------------------------------------------------------------------------
+# curves and progress
+
+
+@dataclass
+class StreamCache:
+    """Events read so far for each run, so a live view reads only the new chunks on each refresh."""
+
+    cursors: dict[str, int] = field(default_factory=dict)
+    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def read(self, store: Store, key: str) -> list[dict[str, Any]]:
+        new, cursor = store.read_events(key, self.cursors.get(key, 0))
+        self.events.setdefault(key, []).extend(new)
+        self.cursors[key] = cursor
+        return self.events[key]
+
+
+def stream_cache() -> StreamCache:
+    import streamlit as st
+
+    return st.session_state.setdefault("_streams", StreamCache())
+
+
+def run_curves(store: Store, key: str, cache: StreamCache | None = None) -> tuple[list, list, str]:
+    """``(train_loss, validation_metric, metric_name)`` of a run, live from its event stream.
+
+    A run recorded without a stream (an in-process sweep) falls back to its result's thinned curves.
+    """
+    events = cache.read(store, key) if cache is not None else store.events(key)
+    curves = curves_from_events(events)
+    metric = ""
+    validation: list = []
+    for name, points in curves.items():
+        if name.startswith("validation_") and name != "validation_loss":
+            metric, validation = name[len("validation_"):], points
+    train = curves.get("train_loss", [])
+    if not train:
+        result = result_of(store, key)
+        if result is not None:
+            train = [tuple(p) for p in result.train_loss]
+            validation = [tuple(p) for p in result.val_curve]
+            metric = result.metric
+    return list(train), list(validation), metric
+
+
+@dataclass(frozen=True)
+class Progress:
+    step: int
+    total: int
+    fraction: float
+    eta_s: float | None
+    text: str
+
+
+def progress(status: str, step: int, total: int, events: Sequence[dict[str, Any]] = (),
+             now: float | None = None) -> Progress:
+    """Progress and ETA of a run from its step counts and the wall times of its step events.
+
+    The rate comes from the step events of the current attempt (model loading is not training speed);
+    with fewer than two timed steps there is no ETA yet.
+    """
+    now = time.time() if now is None else now
+    fraction = min(1.0, step / total) if total else (1.0 if status in FINISHED else 0.0)
+    attempt_start = max((i for i, e in enumerate(events) if e.get("type") == "attempt"), default=-1)
+    timed = [e for i, e in enumerate(events) if i > attempt_start and e.get("type") == "step" and "t" in e]
+    eta = None
+    if status == "running" and total and len(timed) >= 2:
+        first, last = timed[0], timed[-1]
+        span_steps = int(last["step"]) - int(first["step"])
+        span_time = float(last["t"]) - float(first["t"])
+        if span_steps > 0 and span_time > 0:
+            eta = max(0.0, (total - step) / (span_steps / span_time))
+    if status == "queued":
+        text = "queued"
+    elif status == "running":
+        text = f"step {step}" + (f" of {total}" if total else "") + (f", about {fmt_duration(eta)} left"
+                                                                     if eta is not None else "")
+    else:
+        text = status + (f" at step {step}" + (f" of {total}" if total else "") if step else "")
+    return Progress(step, total, fraction, eta, text)
+
+
+def fmt_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "–"
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+def fmt_age(t: float | None, now: float | None = None) -> str:
+    if not t:
+        return "–"
+    return fmt_duration((time.time() if now is None else now) - t) + " ago"
+
+
+def is_active(status: str) -> bool:
+    return status in ACTIVE
+
+
+# --------------------------------------------------------------------------------------------------
+# background tasks (fetching assets, building data sets): threads of the server process
+
+
+@dataclass
+class Task:
+    """A slow job run in a thread of the server, so no page waits for it; pages poll its messages."""
+
+    name: str
+    messages: list[str] = field(default_factory=list)
+    done: bool = False
+    error: str = ""
+    result: Any = None
+    started: float = field(default_factory=time.time)
+    finished: float | None = None
+
+    def progress(self, message: str) -> None:
+        self.messages.append(str(message))
+        del self.messages[:-200]
+
+
+_TASKS: dict[str, Task] = {}
+_TASKS_LOCK = threading.Lock()
+
+
+def start_task(name: str, work: Callable[[Callable[[str], None]], Any]) -> Task:
+    """Run ``work(progress)`` in a daemon thread unless a task of that name is already running.
+
+    A finished task of that name is replaced (so a failed fetch can be tried again).
+    """
+    with _TASKS_LOCK:
+        current = _TASKS.get(name)
+        if current is not None and not current.done:
+            return current
+        task = _TASKS[name] = Task(name)
+
+    def body() -> None:
+        try:
+            task.result = work(task.progress)
+        except LabError as exc:
+            task.error = str(exc)
+        except Exception as exc:  # shown on the page with its type; the traceback goes to the server log
+            task.error = f"{type(exc).__name__}: {exc}"
+            traceback.print_exc()
+        finally:
+            task.finished = time.time()
+            task.done = True
+
+    threading.Thread(target=body, name=f"task-{name}", daemon=True).start()
+    return task
+
+
+def get_task(name: str) -> Task | None:
+    return _TASKS.get(name)
+
+
+# --------------------------------------------------------------------------------------------------
+# catalogues without torch (the registries load their names and descriptions without it)
+
+
+def backbones() -> dict[str, str]:
+    """Packaged backbone name -> description."""
+    from labcore.models import BACKBONES
+
+    return {name: BACKBONES[name].description for name in BACKBONES.names()}
+
+
+def inits() -> dict[str, str]:
+    from labcore.models import INITS
+
+    return {name: INITS[name] for name in INITS.names()}
+
+
+def protocols() -> dict[str, tuple[str, list[tuple[str, type, Any]]]]:
+    """Protocol name -> (one-line description with paper section, [(switch, type, default), ...])."""
+    import dataclasses
+    import typing
+
+    from labcore.protocols import PROTOCOLS  # registers every protocol; loads no torch
+
+    out = {}
+    for name in PROTOCOLS.names():
+        protocol = PROTOCOLS[name]
+        hints = typing.get_type_hints(protocol.Params)
+        params = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(protocol.Params)]
+        out[name] = (protocol.description, params)
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# token mappings without torch
+
+
+def model_folder(model: str) -> Path | None:
+    """The folder holding a backbone's vocabulary, when it exists here (None: not converted or not local)."""
+    from labcore import assets, paths
+
+    if model.startswith("local:"):
+        return Path(model[len("local:"):]).expanduser()
+    if model.startswith("tiny:"):
+        return paths.cache_dir() / "models" / f"tiny-{model[len('tiny:'):]}"
+    if model.startswith("hub:"):
+        return None
+    converted = paths.cache_dir() / "models" / model
+    if converted.is_dir():
+        return converted
+    if model in assets.ASSETS and assets.is_available(model):
+        return assets.ASSETS[model].directory
+    return None
+
+
+def model_vocab(model: str):
+    """The backbone's vocabulary (:class:`labcore.mapping.Vocab`) read from its files, without torch.
+
+    ``vocab.txt`` (WordPiece: BERT, AntiBERTy) or ``tokenizer.json`` (any fast tokenizer); special ids
+    are the tokenizer's special tokens, as the engine's ``Vocab.from_tokenizer`` sees them.
+    """
+    from labcore.mapping import Vocab
+
+    folder = model_folder(model)
+    if folder is None or not folder.is_dir():
+        raise LabError(f"the vocabulary of {model!r} is not on this machine yet; run any spec with this model once "
+                       f"(it fetches or converts the weights), then open this page again")
+    name = model.split(":", 1)[-1]
+    tok_json = folder / "tokenizer.json"
+    if tok_json.is_file():
+        data = json.loads(tok_json.read_text(encoding="utf-8"))
+        vocab = data.get("model", {}).get("vocab")
+        table: dict[str, int] = {}
+        if isinstance(vocab, dict):
+            table = {str(k): int(v) for k, v in vocab.items()}
+        elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], id = position
+            table = {str(p[0]): i for i, p in enumerate(vocab)}
+        for added in data.get("added_tokens", []):
+            table[str(added["content"])] = int(added["id"])
+        if table:
+            tokens = [""] * (max(table.values()) + 1)
+            for token, i in table.items():
+                tokens[i] = token
+            special = frozenset(int(a["id"]) for a in data.get("added_tokens", []) if a.get("special"))
+            from labcore.mapping import _unused_ids
+
+            return Vocab(tokens=tuple(tokens), special_ids=special, unused_ids=_unused_ids(tokens), name=name)
+    if (folder / "vocab.txt").is_file():
+        return Vocab.from_file(folder / "vocab.txt", name=name)
+    raise LabError(f"{folder} has neither tokenizer.json nor vocab.txt, so {model!r} has no vocabulary to map "
+                   f"symbols into; use the embedding input adapter with it")
+
+
+def mapping_spec_of(spec: dict[str, Any]):
+    from labcore.mapping import MappingSpec
+
+    table = tuple(tuple(r) for r in spec.get("mapping_table") or ())
+    return MappingSpec(kind=spec["mapping"], k=int(spec.get("mapping_k", 1000)), seed=int(spec.get("mapping_seed", 0)),
+                       table=table if spec["mapping"] == "table" else ())
+
+
+def run_mapping(store: Store, record: dict[str, Any]):
+    """The TokenMapping a run used: ``mapping.json`` in its folder when the engine wrote one, else rebuilt
+    from its spec (same rule, same vocabulary); None for runs that feed vectors or own embeddings."""
+    from labcore.mapping import TokenMapping, build_mapping
+
+    spec = record["spec"]
+    if spec.get("input_adapter") != "vocab" or spec.get("mapping") in (None, "none"):
+        return None
+    saved = store.workdir(record["key"]) / "mapping.json"
+    if saved.is_file():
+        try:
+            return TokenMapping.from_json(saved.read_text(encoding="utf-8"))
+        except LabError:
+            pass  # an older format: rebuild below
+    info = discipline_info(spec["discipline"], spec.get("discipline_params") or {})
+    alphabet = None if info.input_kind == "text" else info.alphabet
+    return build_mapping(mapping_spec_of(spec), alphabet, model_vocab(spec["model"]))
+
+
+def render_example(info, row: dict[str, Any], limit: int = 200) -> str:
+    """An example in its own symbols: :func:`labcore.data.render`, except that one-number vectors (bit
+    strings) are written as their bits (bits-xor's two strings apart), not as "10 vectors of dimension 1"."""
+    from labcore import data as disciplines
+
+    if info.input_kind == "vectors" and info.vector_dim == 1 and row.get("vectors") is not None:
+        bits = "".join(f"{float(v[0]):g}" for v in row["vectors"][:limit])
+        if info.name == "bits-xor":
+            half = len(bits) // 2
+            return f"{bits[:half]} {bits[half:]}"
+        return bits
+    return disciplines.render(info, row, limit=limit)
+
+
+def discipline_info(name: str, params: dict[str, Any] | None = None):
+    from labcore import data as disciplines
+
+    discipline = disciplines.get(name)
+    return discipline.info(disciplines.parse_params(discipline, dict(params or {})))
+
+
+__all__ = [
+    "Progress", "StreamCache", "Task", "backbones", "discipline_info", "fmt_age", "fmt_duration", "get_executor",
+    "get_store", "get_task", "inits", "is_active", "keep", "mapping_spec_of", "model_folder", "model_vocab",
+    "persist_widgets", "progress", "protocols", "qp", "qp_external", "qp_list", "remember", "remembered",
+    "render_example", "result_of", "results", "run_curves", "run_mapping", "set_qp", "spec_from", "spec_with",
+    "start_task", "stream_cache", "worker_summary",
+]

@@ -1,0 +1,205 @@
+"""Attention: one example of a finished run under the pretrained, random and fine-tuned weights, per layer and
+head, with the input shown as the discipline's symbols and as the vocabulary tokens they were fed as.
+
+The maps are computed by the worker (an ``attention`` job) and stored beside the run; this page only asks
+for them and draws what is stored. ``?run=KEY&split=test&index=0`` names what is shown.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from labcore import data as disciplines
+from labcore import figures, ui_state
+from labcore.analysis import attention as attn
+from labcore.errors import LabError
+from labcore.store import FINISHED
+from pages import common
+
+common.through_router()
+
+st.title(":material/visibility: Attention")
+st.caption("What does each head look at? The same example through the pretrained weights before training, a "
+           "random initialisation, and the run's fine-tuned weights (FPT §3.5 draws such maps for bit tasks; "
+           "Kao & Lee §4.4.1 compare heads by matching them).")
+store = ui_state.get_store()
+record = common.pick_run(store, key="att.run", label="Finished run", statuses=FINISHED)
+if record is None:
+    st.info("No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come "
+            "back when it is done.")
+    st.stop()
+key = record["key"]
+spec = record["spec"]
+try:
+    info = ui_state.discipline_info(spec["discipline"], spec.get("discipline_params"))
+except LabError as exc:
+    st.error(f"{exc}. This run's discipline is not available here, so its examples cannot be shown.")
+    st.stop()
+
+
+@st.cache_resource(show_spinner="Loading the data set…", max_entries=4)
+def _dataset(name: str, params_json: str):
+    dataset, _ = disciplines.load(name, json.loads(params_json), progress=lambda _m: None)
+    return dataset
+
+
+# ---------------------------------------------------------------------------------------------- example
+c1, c2 = st.columns([1, 3])
+splits = list(attn.SPLITS)
+split_widget = ui_state.remember("att.split", "test", splits)
+external_split = ui_state.qp_external("split")
+if external_split in splits:
+    st.session_state[split_widget] = external_split
+split = ui_state.keep("att.split", c1.selectbox("Split", splits, key=split_widget))
+try:
+    dataset = _dataset(spec["discipline"], json.dumps(spec.get("discipline_params") or {}, sort_keys=True))
+except LabError as exc:
+    st.error(str(exc))
+    st.stop()
+size = len(dataset[split])
+external_index = ui_state.qp_external("index")
+index_key = "w:att.index"
+if external_index is not None and external_index.isdigit():
+    st.session_state[index_key] = min(int(external_index), max(0, size - 1))
+st.session_state.setdefault(index_key, 0)
+st.session_state[index_key] = min(int(st.session_state[index_key]), max(0, size - 1))
+index = int(c1.number_input(f"Example (0–{size - 1})", min_value=0, max_value=max(0, size - 1), step=1,
+                            key=index_key))
+ui_state.set_qp(split=split, index=str(index))
+row = dataset[split][index]
+with c2:
+    st.markdown(f"**Label:** {disciplines.label_name(info, row['label'])}")
+    st.code(ui_state.render_example(info, row), language="text")
+
+# ------------------------------------------------------------------------------------------ the maps
+request = getattr(store, "request_attention", None)
+lookup = getattr(store, "attention_result", None)
+path = None
+failure = ""
+job_of = getattr(store, "attention_job", None)
+if lookup is not None:
+    try:
+        path = lookup(key, split, index)
+    except LabError as exc:
+        failure = str(exc)
+    job = job_of(key, split, index) if job_of is not None else None
+    if path is None and job is not None and job.get("status") == "failed":
+        failure = job.get("error") or "the job failed without a message; the worker's log may say why"
+if path is None and attn.attention_path(store.workdir(key), split, index).is_file():
+    path = attn.attention_path(store.workdir(key), split, index)
+
+if path is None:
+    if request is None or lookup is None:
+        st.warning("The attention job is not available in this version of the store (it has no "
+                   "`request_attention`/`attention_result`), so maps cannot be computed from the app. From a "
+                   "terminal: `python -c \"from labcore.store import open_store; from labcore.analysis.attention "
+                   f"import compute_attention; print(compute_attention(open_store(), '{key}', '{split}', {index}))\"`"
+                   ", then reload this page.")
+        st.stop()
+    asked = st.session_state.setdefault("_att_asked", set())
+    if failure:
+        st.error(f"Computing the maps failed: {failure}")
+        if not st.button("Try again", key="btn.att.again"):
+            st.stop()
+        asked.discard((key, split, index))
+    if (key, split, index) not in asked:
+        try:
+            request(key, split, index)  # idempotent: a job already queued or running is left as it is
+            ui_state.get_executor().ensure_workers()
+        except LabError as exc:
+            st.error(str(exc))
+            st.stop()
+        asked.add((key, split, index))
+
+    @st.fragment(run_every=2.0)
+    def waiting() -> None:
+        try:
+            ready = lookup(key, split, index)
+        except LabError:
+            ready = True
+        job = job_of(key, split, index) if job_of is not None else None
+        if ready is not None or (job is not None and job.get("status") == "failed"):
+            st.rerun()  # done, or failed: the full page shows the maps, or why and a button to try again
+        st.info(":material/hourglass_top: The worker computes this example's maps under the pretrained, random "
+                "and fine-tuned weights (it queues behind training runs). They appear here by themselves.")
+    waiting()
+    st.stop()
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def _load(path_text: str, mtime: float) -> attn.AttentionMaps:
+    return attn.load_attention(path_text)
+
+
+maps = _load(str(path), path.stat().st_mtime)
+layers, heads = maps.layers, maps.heads
+names = {"pretrained": "pretrained", "random": "random init", "finetuned": "fine-tuned"}
+st.markdown(f"**{maps.meta.get('model')}**, {layers} layers × {heads} heads, {len(maps.symbols)} positions · "
+            f"label **{maps.meta.get('label')}**, fine-tuned prediction **{maps.meta.get('prediction')}** · the run "
+            f"started from **{maps.meta.get('init')}** weights ({maps.meta.get('protocol')})")
+
+tokens_table = pd.DataFrame({"position": range(len(maps.symbols)), "symbol": maps.symbols,
+                             "vocabulary token": maps.vocab_tokens})
+with st.expander("The input, position by position: the discipline's symbols and the vocabulary tokens fed to the "
+                 "model", expanded=False):
+    if maps.vectors is not None and info.name.startswith("image") and maps.vectors.ndim == 2:
+        from labcore.data.images import patches_to_image
+
+        patch = int(round(math.sqrt(maps.vectors.shape[1])))
+        grid = int(round(math.sqrt(maps.vectors.shape[0])))
+        try:
+            st.image(np.clip(patches_to_image(maps.vectors, patch, grid * patch), 0, 1), width=160,
+                     caption="the image, from its patches (one patch = one position)")
+        except LabError:
+            pass
+    st.dataframe(tokens_table.T, width="stretch")
+
+axis_options = ["discipline symbols", "vocabulary tokens"]
+has_vocab = any(maps.vocab_tokens)
+axis = st.radio("Label the axes with", axis_options, horizontal=True, key="keep.att.axis") if has_vocab \
+    else axis_options[0]
+labels = maps.symbols if axis == axis_options[0] else maps.vocab_tokens
+
+view = st.radio("View", ["Side by side: one layer and head under each set of weights",
+                         "Grid: every layer and head of one set of weights"], key="keep.att.view")
+if view.startswith("Side"):
+    c1, c2 = st.columns(2)
+    for name, count in (("keep.att.layer", layers), ("keep.att.head", heads)):  # another run may have fewer
+        st.session_state[name] = min(int(st.session_state.get(name, 0)), count - 1)
+    layer = c1.slider("Layer", 0, layers - 1, key="keep.att.layer") if layers > 1 else 0
+    head = c2.slider("Head", 0, heads - 1, key="keep.att.head") if heads > 1 else 0
+    panels = {names[w]: maps.maps[w][layer, head] for w in attn.WEIGHTS if w in maps.maps}
+    st.plotly_chart(figures.attention_compare(panels, labels, title=f"Layer {layer}, head {head}: rows attend "
+                                              f"to columns"), key="att-compare")
+else:
+    c1, c2 = st.columns([1, 2])
+    weights = c1.radio("Weights", [w for w in attn.WEIGHTS if w in maps.maps], format_func=names.get,
+                       key="keep.att.weights")
+    default_layers = list(range(min(layers, 6)))
+    st.session_state.setdefault("keep.att.layers", default_layers)
+    st.session_state["keep.att.layers"] = [x for x in st.session_state["keep.att.layers"] if x < layers] or \
+        default_layers
+    chosen = c2.multiselect("Layers", list(range(layers)), key="keep.att.layers")
+    st.plotly_chart(figures.attention_grid(maps.maps[weights], layers=chosen or default_layers,
+                                           title=f"{names[weights]}: every head (rows L = layer, H = head)"),
+                    key="att-grid")
+
+st.subheader("How alike are the heads? (Kao & Lee fig. 5)")
+st.caption("For each layer, heads of two weight sets are paired one-to-one by the Hungarian algorithm so that the "
+           "total L1 distance between their maps is least; the line is the mean distance of the pairs (0: the "
+           "same maps; 2: attending to entirely different tokens).")
+pairs = {}
+if "finetuned" in maps.maps and "pretrained" in maps.maps:
+    pairs["fine-tuned vs pretrained"] = attn.layer_distances(maps.maps["finetuned"], maps.maps["pretrained"])
+if "random" in maps.maps and "pretrained" in maps.maps:
+    pairs["random vs pretrained"] = attn.layer_distances(maps.maps["random"], maps.maps["pretrained"])
+if "finetuned" in maps.maps and "random" in maps.maps:
+    pairs["fine-tuned vs random"] = attn.layer_distances(maps.maps["finetuned"], maps.maps["random"])
+st.plotly_chart(figures.layer_distance_lines(pairs), key="att-distances")
+st.caption(" · ".join(f"{names[w]}: {note}" for w, note in (maps.meta.get("notes") or attn.WEIGHT_NOTES).items()
+                      if w in names))

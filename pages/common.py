@@ -1,0 +1,204 @@
+"""Streamlit pieces every page shares: the worker status, run pickers, and the live curves of a set of runs.
+
+Pages never train and never wait: they submit specs to the executor and read the store. Live views are
+fragments that rerun on a timer (``run_every``) only while a run is queued or running, so an idle page
+costs nothing; when the last run ends, the fragment reruns the whole page once to show final results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import streamlit as st
+
+from labcore import figures, ui_state
+from labcore.errors import LabError
+from labcore.store import ACTIVE, FINISHED, STOPPED
+
+PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function page of app.py)
+    "new": "pages/new_experiment.py",
+    "runs": "pages/runs.py",
+    "compare": "pages/compare.py",
+    "attention": "pages/attention.py",
+    "mapping": "pages/mapping.py",
+    "data": "pages/data.py",
+}
+LIVE_EVERY_S = 2.0
+STATUS_ICONS = {"queued": ":material/schedule:", "running": ":blue[:material/play_circle:]",
+                "done": ":green[:material/check_circle:]", "diverged": ":orange[:material/warning:]",
+                "failed": ":red[:material/error:]", "cancelled": ":gray[:material/stop_circle:]",
+                "interrupted": ":gray[:material/pause_circle:]", "dead": ":red[:material/heart_broken:]"}
+
+
+def through_router() -> None:
+    """Make sure this page runs inside the app's router (app.py), with its menu and frame.
+
+    A folder named ``pages/`` next to the main script puts Streamlit into its older multipage mode until
+    some session runs ``st.navigation``; a deep link (``/runs?group=...``) opened first on a fresh server
+    would then run this file on its own, with a menu of raw file names. Here the page switches the app to
+    ``st.navigation`` mode, exactly as ``st.navigation`` itself does, and reruns through the router.
+    """
+    try:
+        from streamlit.runtime import Runtime
+        from streamlit.runtime.pages_manager import PagesManager
+    except ImportError:  # a Streamlit without these: nothing to do
+        return
+    # Only in a served app: AppTest (whose runtime is a stand-in) resets the flag before every run and
+    # routes by itself, and a rerun there would swallow the widget event of that run.
+    served = Runtime.exists() and type(Runtime.instance()) is Runtime
+    if served and getattr(PagesManager, "uses_pages_directory", False):
+        PagesManager.uses_pages_directory = False
+        st.rerun()
+
+
+def ensure_worker_if_needed(summary: dict[str, Any]) -> None:
+    """The app starts a worker when runs wait in the queue and none is alive (e.g. after a restart)."""
+    if summary["queued"] and not summary["workers"]:
+        try:
+            started = ui_state.get_executor().ensure_workers()
+        except (LabError, OSError) as exc:
+            st.sidebar.error(f"Could not start a worker: {exc}. Start one by hand: `python -m labcore worker`.")
+            return
+        if started:
+            summary["workers"] = [{"pid": pid, "state": "starting"} for pid in started]
+
+
+def sidebar_status() -> None:
+    """Worker and queue status in the sidebar, refreshed every few seconds."""
+    @st.fragment(run_every=5.0)
+    def status() -> None:
+        store = ui_state.get_store()
+        summary = ui_state.worker_summary(store)
+        ensure_worker_if_needed(summary)
+        workers = summary["workers"]
+        if workers:
+            states = ", ".join(f"{w.get('state', '?')}" for w in workers)
+            plural = "s" if len(workers) > 1 else ""
+            st.caption(f":green[:material/circle:] {len(workers)} worker{plural} ({states}) · "
+                       f"{summary['running']} running · {summary['queued']} queued")
+        else:
+            st.caption(f":gray[:material/circle:] no worker running (one starts when you run something) · "
+                       f"{summary['total']} runs "
+                       f"in the store")
+
+    with st.sidebar:
+        status()
+
+
+def status_label(record: dict[str, Any]) -> str:
+    return f"{STATUS_ICONS.get(record['status'], '')} {record['status']}"
+
+
+def run_option_label(record: dict[str, Any]) -> str:
+    return f"{record.get('label', record['key'])} · {record['status']} · {record['key'][:8]}"
+
+
+def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
+             where=None) -> dict[str, Any] | None:
+    """A select box of runs (newest first), synchronised with the ``run`` query parameter."""
+    records = [r for r in store.runs() if statuses is None or r["status"] in statuses]
+    if where is not None:
+        records = [r for r in records if where(r)]
+    records = records[::-1]
+    if not records:
+        return None
+    keys = [r["key"] for r in records]
+    by_key = {r["key"]: r for r in records}
+    wanted = ui_state.qp_external("run")
+    if wanted and wanted not in by_key:
+        try:
+            wanted = store.resolve_key(wanted)
+        except LabError:
+            wanted = None
+    widget = ui_state.remember(key, keys[0], keys)
+    if wanted in by_key:
+        st.session_state[widget] = wanted
+    chosen = st.selectbox(label, keys, key=widget, format_func=lambda k: run_option_label(by_key[k]))
+    ui_state.keep(key, chosen)
+    ui_state.set_qp(run=chosen)
+    return by_key[chosen]
+
+
+def short_labels(store, keys: Sequence[str]) -> list[str]:
+    """Legend names for runs shown together: the spec fields that differ between them (``random · seed=1``);
+    a run shown alone keeps its full label."""
+    records = [store.get(k) or {"spec": {}, "key": k} for k in keys]
+    if len(records) < 2:
+        return [r.get("label", r["key"][:8]) for r in records]
+    names = sorted({f for r in records for f in r["spec"]})
+    fields = [f for f in names if len({str(r["spec"].get(f)) for r in records}) > 1 and f != "discipline_params"]
+    fields = sorted(fields, key=lambda f: (f == "seed", f))  # the seed last: "random · seed=1"
+    return [figures.condition_label(r["spec"], fields) if fields else r.get("label", r["key"][:8]) for r in records]
+
+
+def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, smoothing: float = 0.0,
+                  title: str = ""):
+    """The overlay figure of several runs (train loss solid, validation metric dashed on the right axis)."""
+    cache = ui_state.stream_cache()
+    runs = []
+    metric = ""
+    names = list(roles) if roles is not None else short_labels(store, keys)
+    for i, key in enumerate(keys):
+        record = store.get(key)
+        if record is None:
+            continue
+        train, validation, name = ui_state.run_curves(store, key, cache)
+        metric = metric or name
+        role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record["spec"])
+        label = names[i] if i < len(names) else record.get("label", key[:8])
+        runs.append(figures.RunCurves(label=label, role=role, train_loss=train, validation=validation,
+                                      status=record["status"]))
+    return figures.loss_curves(runs, smoothing=smoothing, metric=metric.replace("_", " ") or "metric",
+                               title=title), runs
+
+
+def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None) -> None:
+    """One progress bar per run, with its ETA while it trains."""
+    cache = ui_state.stream_cache()
+    names = list(roles) if roles is not None else short_labels(store, keys)
+    for i, key in enumerate(keys):
+        try:
+            status = store.status(key)
+        except LabError:
+            continue
+        events = cache.events.get(key, [])
+        prog = ui_state.progress(status.status, status.step, status.total_steps, events)
+        name = names[i] if i < len(names) else status.label
+        st.progress(prog.fraction, text=f"{STATUS_ICONS.get(status.status, '')} **{name}**: {prog.text}")
+        if status.error and status.status in STOPPED:
+            st.caption(f"↳ {status.error}")
+
+
+def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, fragment_key: str,
+              smoothing_key: str | None = None, title: str = "") -> bool:
+    """Progress and overlaid curves of ``keys``, refreshed every 2 s while any is queued or running.
+
+    Returns whether any run is still active (at the time of the full page run).
+    """
+    keys = list(keys)
+    statuses = {k: (store.get(k) or {}).get("status") for k in keys}
+    active = any(s in ACTIVE for s in statuses.values())
+
+    def body() -> None:
+        now_active = any((store.get(k) or {}).get("status") in ACTIVE for k in keys)
+        smoothing = float(st.session_state.get(smoothing_key, 0.0)) if smoothing_key else 0.0
+        fig, runs = curves_figure(store, keys, roles, smoothing=smoothing, title=title)
+        progress_rows(store, keys, roles)
+        points = sum(len(r.train_loss) for r in runs)
+        st.plotly_chart(fig, key=f"{fragment_key}-chart", config={"displaylogo": False})
+        st.caption(f"{points} train-loss points so far" + (" · refreshing every 2 s" if now_active else ""),
+                   help="The curves come from the worker's metric stream; a page reload shows the same view "
+                        "because the runs are named in the address bar.")
+        if active and not now_active:
+            st.rerun()  # the last run just ended: redraw the whole page once, with its results
+
+    st.fragment(body, run_every=LIVE_EVERY_S if active else None)()
+    return active
+
+
+def show_lab_error(exc: Exception) -> None:
+    st.error(str(exc))
+
+
+def finished(status: str) -> bool:
+    return status in FINISHED

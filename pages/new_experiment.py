@@ -1,0 +1,232 @@
+"""New experiment: model x init x discipline x protocol, with budgets, seeds and sizes; shows the spec and the
+command line that run the same, then submits it (or a pretrained-vs-random pair) to the worker.
+
+Choices are remembered in session keys of our own, so leaving the page and coming back keeps them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import streamlit as st
+
+from labcore import data as disciplines
+from labcore import demos, spec as spec_lib, ui_state
+from labcore.errors import LabError
+from labcore.spec import RunSpec, make_spec, train_defaults
+from labcore.store import resolve_for_key
+from pages import common
+
+common.through_router()
+
+st.title(":material/science: New experiment")
+st.caption("Pick what to train and how; the spec below is exactly what the worker runs, and the command line "
+           "under it runs the same from a terminal. A spec that already ran comes back from the store at once.")
+
+
+def choose(label: str, key: str, options: list[Any], default: Any, *, fmt=None, radio: bool = False,
+           help: str | None = None, column=st) -> Any:
+    widget = ui_state.remember(key, default, options)
+    maker = column.radio if radio else column.selectbox
+    kwargs = dict(key=widget, help=help)
+    if fmt is not None:
+        kwargs["format_func"] = fmt
+    if radio:
+        kwargs["horizontal"] = True
+    return ui_state.keep(key, maker(label, options, **kwargs))
+
+
+# --------------------------------------------------------------------------------------------- what
+backbones = ui_state.backbones()
+inits = ui_state.inits()
+protocols = ui_state.protocols()
+names = disciplines.names()
+
+left, right = st.columns(2)
+with left:
+    model = choose("Model", "exp.model", list(backbones), "minilm", help="Packaged pretrained backbones; any "
+                   "transformers folder works as local:<folder> under Advanced.")
+    st.caption(backbones[model])
+    init = choose("Initialisation", "exp.init", list(inits), "pretrained", radio=True)
+    st.caption(f"{init}: {inits[init]}")
+with right:
+    discipline = choose("Discipline", "exp.discipline", names, "dna-splice" if "dna-splice" in names else names[0],
+                        fmt=lambda n: f"{n} — {disciplines.get(n).title}" if not n.startswith("upload:") else n)
+    try:
+        info = ui_state.discipline_info(discipline)
+        ok, why = disciplines.get(discipline).available()
+        st.caption(f"{info.input_kind} → {info.output_kind}, metric {info.metric}. :material/description: "
+                   f"{info.citation}")
+        if not ok:
+            st.warning(f"Not available here: {why}")
+    except LabError as exc:
+        info = None
+        st.error(str(exc))
+    protocol = choose("Protocol", "exp.protocol", list(protocols), "full")
+    description, switches = protocols[protocol]
+    st.caption(description)
+
+protocol_params: dict[str, Any] = {}
+if switches:
+    st.markdown("**Protocol switches**")
+    cols = st.columns(min(4, len(switches)))
+    for i, (name, kind, default) in enumerate(switches):
+        col = cols[i % len(cols)]
+        widget = f"exp.p.{protocol}.{name}"
+        if kind is bool:
+            value = col.checkbox(f"train {name}" if protocol == "frozen" else name, value=bool(default), key=widget)
+        elif kind is int:
+            value = int(col.number_input(name, value=int(default), step=1, key=widget))
+        elif name == "mode":
+            value = col.selectbox(name, ["reinit", "preserve"], index=0 if default == "reinit" else 1, key=widget,
+                                  help="reinit: re-initialise the block; preserve: keep it, re-initialise the rest")
+        else:
+            value = col.text_input(name, value=str(default), key=widget)
+        if value != default:
+            protocol_params[name] = value
+
+b1, b2, b3 = st.columns(3)
+with b1:
+    budget = choose("Budget", "exp.budget", list(spec_lib.BUDGETS), "quick", radio=True)
+    st.caption(demos.BUDGET_NOTES[budget])
+with b2:
+    train_size = choose("Training-set size", "exp.train_size", list(spec_lib.TRAIN_SIZES), "full", radio=True,
+                        fmt=lambda s: {"full": "full", "1%": "1 %", "500": "500", "5000": "5k"}[s])
+    st.caption(demos.TRAIN_SIZE_NOTES[train_size])
+with b3:
+    seed_widget = ui_state.remember("exp.seeds", [0])
+    seeds = ui_state.keep("exp.seeds", st.multiselect("Seeds", list(range(10)), key=seed_widget,
+                                                      help="One run per seed; three or more give error bars and "
+                                                           "95 % intervals on Compare."))
+
+# ------------------------------------------------------------------------------------------ advanced
+defaults = train_defaults(budget, protocol)
+family = spec_lib._family(budget, protocol)
+overrides: dict[str, Any] = {}
+with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
+    st.caption(f"Defaults of the {budget} budget for this protocol; change one and only that one goes into the "
+               f"spec.")
+    cols = st.columns(4)
+    fields = [
+        ("optimizer", "select", list(spec_lib.OPTIMIZERS)), ("lr", "float", None), ("schedule", "select",
+                                                                                   list(spec_lib.SCHEDULES)),
+        ("warmup_ratio", "float", None), ("batch_size", "int", None), ("epochs", "float", None),
+        ("max_steps", "int", None), ("eval_every", "int", None), ("patience", "int", None),
+        ("grad_clip", "float", None), ("weight_decay", "float", None), ("train_token_budget", "int", None),
+    ]
+    for i, (name, kind, options) in enumerate(fields):
+        col = cols[i % 4]
+        widget = f"exp.adv.{budget}.{family}.{name}"  # new defaults (budget, protocol family) reset the widget
+        default = defaults[name]
+        if kind == "select":
+            value = col.selectbox(name, options, index=options.index(default), key=widget)
+        elif kind == "int":
+            value = int(col.number_input(name, value=int(default), step=1, min_value=0, key=widget))
+        else:
+            value = float(col.number_input(name, value=float(default), format="%g", min_value=0.0, key=widget))
+        if value != default:
+            overrides[name] = value
+    st.markdown("**Inputs**")
+    cols = st.columns(4)
+    mapping = cols[0].selectbox("Token mapping", list(spec_lib.MAPPING_KINDS), key="exp.adv.mapping",
+                                help="auto: identity for text, random for symbols (Kao & Lee §2.2)")
+    if mapping != "auto":
+        overrides["mapping"] = mapping
+    if mapping == "shift":
+        overrides["mapping_k"] = int(cols[1].number_input("shift k", value=1000, step=1, key="exp.adv.k"))
+    if mapping == "random":
+        overrides["mapping_seed"] = int(cols[1].number_input("mapping seed", value=0, min_value=0, step=1,
+                                                             key="exp.adv.mseed"))
+    adapter = cols[2].selectbox("Input adapter", list(spec_lib.INPUT_ADAPTERS), key="exp.adv.adapter")
+    if adapter != "auto":
+        overrides["input_adapter"] = adapter
+    pooling = cols[3].selectbox("Readout (pooling)", list(spec_lib.POOLINGS), key="exp.adv.pooling")
+    if pooling != "auto":
+        overrides["pooling"] = pooling
+    cols = st.columns(4)
+    precision = cols[0].selectbox("Precision", list(spec_lib.PRECISIONS), key="exp.adv.precision")
+    if precision != "auto":
+        overrides["precision"] = precision
+    max_length = int(cols[1].number_input("max_length (0: the discipline's)", value=0, min_value=0, step=1,
+                                          key="exp.adv.max_length"))
+    if max_length:
+        overrides["max_length"] = max_length
+    model_text = cols[2].text_input("Other model", key="exp.adv.model", placeholder="local:/path or tiny:bert",
+                                    help="Overrides the model above: local:<transformers folder>, hub:<id> (needs "
+                                         "the hub), tiny:<family> (a tiny random model for trials).")
+    dparams_text = cols[3].text_input("Discipline parameters (JSON)", key="exp.adv.dparams", placeholder='{"seed": 1}')
+
+if model_text.strip():
+    model = model_text.strip()
+dparams: dict[str, Any] = {}
+errors: list[str] = []
+if dparams_text.strip():
+    try:
+        dparams = json.loads(dparams_text)
+        if not isinstance(dparams, dict):
+            raise ValueError
+    except ValueError:
+        errors.append('Discipline parameters must be a JSON object such as {"n_train": 500}; fix the text under '
+                      'Advanced or clear it.')
+if not seeds:
+    errors.append("Pick at least one seed.")
+
+# ---------------------------------------------------------------------------------------- the spec(s)
+specs: list[RunSpec] = []
+resolved: RunSpec | None = None
+if not errors:
+    try:
+        base = make_spec(model=model, init=init, discipline=discipline, protocol=protocol, budget=budget,
+                         train_size=train_size, protocol_params=protocol_params, discipline_params=dparams,
+                         **overrides)
+        specs = [ui_state.spec_with(base, seed=s) for s in seeds]
+        resolved = resolve_for_key(specs[0])
+    except LabError as exc:
+        errors.append(str(exc))
+
+st.subheader("What will run")
+for message in errors:
+    st.error(message)
+if resolved is not None:
+    labels = [resolve_for_key(s).label() for s in specs]
+    st.markdown(f"**{len(specs)} run{'s' if len(specs) > 1 else ''}:** " + ", ".join(labels))
+    st.code(specs[0].cli() + (f"   # and seeds {', '.join(map(str, seeds[1:]))}" if len(specs) > 1 else ""),
+            language="bash", wrap_lines=True)
+    with st.expander("The resolved spec (every default filled in; its hash is the run's key)"):
+        st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
+        st.caption(f"key {resolved.key}")
+
+executor = ui_state.get_executor()
+
+
+def _go(group: str | None, keys: list[str]) -> None:
+    if group:
+        st.switch_page(common.PAGES["runs"], query_params={"group": group})
+    st.switch_page(common.PAGES["runs"], query_params={"run": keys[0]})
+
+
+c1, c2 = st.columns(2)
+run_clicked = c1.button("▶ Run", type="primary", disabled=resolved is None, key="btn.exp.run")
+pair_clicked = c2.button("▶ Run pretrained vs random", disabled=resolved is None, key="btn.exp.pair",
+                         help="The same spec twice, pretrained and randomly initialised, for every seed: the "
+                              "papers' basic comparison.")
+if run_clicked or pair_clicked:
+    try:
+        if pair_clicked:
+            pair = [ui_state.spec_with(s, init=i) for i in ("pretrained", "random") for s in specs]
+            group = f"pair:{discipline}:{resolve_for_key(pair[0]).key[:8]}"
+            subs = executor.submit_group(group, pair, priority="interactive")
+        elif len(specs) > 1:
+            group = f"seeds:{discipline}:{resolved.key[:8]}"
+            subs = executor.submit_group(group, specs, priority="interactive")
+        else:
+            group = None
+            subs = [executor.submit(specs[0], priority="interactive")]
+    except LabError as exc:
+        st.error(str(exc))
+    else:
+        st.session_state["exp.submitted"] = [(s.key, s.outcome) for s in subs]
+        st.session_state["exp.submitted_at"] = time.time()
+        _go(group, [s.key for s in subs])

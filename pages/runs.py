@@ -1,0 +1,156 @@
+"""Runs: the queue and recent runs; one run or a group live (progress, ETA, curves); cancel, resume, retry, logs.
+
+The run or group shown lives in the address (``?run=KEY`` or ``?group=NAME``), so a reload or a second tab
+shows the same live view.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import streamlit as st
+
+from labcore import ui_state
+from labcore.errors import LabError
+from labcore.store import ACTIVE, STOPPED
+from pages import common
+
+common.through_router()
+
+st.title(":material/list_alt: Runs")
+store = ui_state.get_store()
+records = store.runs()[::-1]
+if not records:
+    st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
+            "here while it is queued, running and after it ends.")
+    st.page_link(common.PAGES["new"], label="New experiment", icon=":material/science:")
+    st.stop()
+
+
+# ----------------------------------------------------------------------------------------------- the list
+def _table(rows) -> pd.DataFrame:
+    cache = ui_state.stream_cache()
+    out = []
+    for r in rows:
+        beat = store.heartbeat_of(r["key"]) if r["status"] == "running" else None
+        result = r.get("result") or {}
+        step = (beat or {}).get("step", result.get("steps_done", 0)) or 0
+        total = (beat or {}).get("total_steps", result.get("total_steps", 0)) or 0
+        prog = ui_state.progress(r["status"], int(step), int(total), cache.events.get(r["key"], []))
+        test = result.get("test", {}).get(result.get("metric", ""), None)
+        out.append({"status": r["status"], "run": r.get("label", ""), "progress": prog.fraction,
+                    "where": prog.text, "test": test, "groups": ", ".join(r.get("groups", [])),
+                    "submitted": ui_state.fmt_age(r.get("submitted_at")), "key": r["key"][:12]})
+    return pd.DataFrame(out)
+
+
+with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (ui_state.qp("run") or ui_state.qp("group"))):
+    @st.fragment(run_every=3.0 if any(r["status"] in ACTIVE for r in records) else None)
+    def run_list() -> None:
+        st.dataframe(_table(store.runs()[::-1][:200]), hide_index=True, column_config={
+            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+            "test": st.column_config.NumberColumn("test metric", format="%.3f"),
+        })
+    run_list()
+
+
+# ------------------------------------------------------------------------------------------- what to show
+groups = store.groups()
+modes = ["One run", "A group of runs"]
+external_group = ui_state.qp_external("group")
+external_run = ui_state.qp("run")
+mode_widget = ui_state.remember("runs.mode", modes[0], modes)
+if external_group in groups:
+    st.session_state[mode_widget] = modes[1]
+elif external_run and not ui_state.qp("group"):
+    st.session_state[mode_widget] = modes[0]
+mode = st.radio("Show", modes, key=mode_widget, horizontal=True)
+ui_state.keep("runs.mode", mode)
+
+if mode == modes[1] and groups:
+    order = groups[::-1]
+    widget = ui_state.remember("runs.group", order[0], order)
+    if external_group in order:
+        st.session_state[widget] = external_group
+    group = st.selectbox("Group (a sweep, a demo, a pretrained-vs-random pair)", order, key=widget)
+    ui_state.keep("runs.group", group)
+    ui_state.set_qp(group=group, run=None)
+    keys = list(store.group(group)["keys"])
+else:
+    if mode == modes[1]:
+        st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
+    chosen = common.pick_run(store, key="runs.run")
+    ui_state.set_qp(group=None)
+    keys = [chosen["key"]] if chosen else []
+
+if not keys:
+    st.stop()
+
+# --------------------------------------------------------------------------------------------- live view
+st.session_state.setdefault("keep.runs.smoothing", 0.6)
+st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", step=0.05,
+          help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
+common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
+                 title="Train loss (solid) and validation metric (dashed): pretrained blue, random orange")
+cols = st.columns(3)
+cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
+                  query_params={"runs": ",".join(keys)})
+
+# ----------------------------------------------------------------------------------------------- details
+executor = ui_state.get_executor()
+
+
+def _act(label: str, key: str, action) -> None:
+    try:
+        action()
+    except LabError as exc:
+        st.session_state["runs.error"] = f"{label} {key[:8]}: {exc}"
+    st.rerun()
+
+
+error = st.session_state.pop("runs.error", None)
+if error:
+    st.error(error)
+
+st.subheader("Details")
+for key in keys:
+    record = store.get(key)
+    if record is None:
+        continue
+    status = record["status"]
+    with st.expander(f"{common.status_label(record)} · {record.get('label', key)}", expanded=len(keys) == 1):
+        result = record.get("result") or {}
+        if result.get("test"):
+            metric = result.get("metric", "")
+            majority = (result.get("baseline") or {}).get("majority")
+            st.markdown(f"**Test {metric.replace('_', ' ')}:** {result['test'].get(metric, float('nan')):.4f} · best "
+                        f"validation step {result.get('best_step')} · {result.get('steps_done')} steps in "
+                        f"{ui_state.fmt_duration(result.get('wall_time_s'))} · "
+                        f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
+                        f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
+        if record.get("error"):
+            st.error(record["error"])
+        b = st.columns(4)
+        if b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE,
+                       help="Stops after the current training step; the curves so far are kept."):
+            _act("Cancel", key, lambda: executor.cancel(key))
+        if b[1].button("Resume", key=f"resume-{key}", disabled=status not in STOPPED,
+                       help="Continue from the last checkpoint."):
+            _act("Resume", key, lambda: executor.resume(key))
+        if b[2].button("Retry", key=f"retry-{key}", disabled=status != "failed",
+                       help="Run a failed spec again from the start."):
+            _act("Retry", key, lambda: executor.submit(ui_state.spec_from(record["spec"])))
+        b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
+                       query_params={"run": key},
+                       disabled=status not in ("done", "diverged"))
+        spec = ui_state.spec_from(record["spec"])
+        st.code(spec.cli(), language="bash", wrap_lines=True)
+        with st.popover("Spec as JSON"):
+            st.code(json.dumps(record["spec"], indent=1, sort_keys=True), language="json")
+        if result.get("notes"):
+            st.caption(" · ".join(result["notes"]))
+        show_log = st.toggle("Show log", key=f"log-{key}", value=status in ("failed", "dead"))
+        if show_log:
+            log = store.log(key)
+            st.code(log[-20000:] or "(nothing logged yet)", language="text")

@@ -1,0 +1,164 @@
+"""End to end in a real browser: start the app, click a one-click demo, watch its live curve gain points,
+reload and still see it, open Compare and Attention once it finished, and save a screenshot of every page
+under ``test-artifacts/``.
+
+Needs Debian's Chromium at /usr/bin/chromium (``make browser`` installs it where it can) and the fetched
+MiniLM weights. The demo runs with ``TRANSFERLAB_DEMO_MAX_STEPS`` so the whole test stays within a few
+minutes on two cores: the runs are real, only shorter. The server, and every worker it starts, are stopped
+at the end whatever happens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = Path("/usr/bin/chromium")
+ARTIFACTS = REPO / "test-artifacts"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run"]
+DEMO = "bits"
+STEP_CAP = "150"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def server(tmp_path, fetched_assets):
+    """The app on a free loopback port, on a store of its own (assets and built data shared by symlink)."""
+    if not CHROMIUM.exists():
+        pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's chromium (`make browser` does it as root with "
+                    f"apt-get) to run the browser test")
+    pytest.importorskip("playwright.sync_api", reason="the python playwright package is not installed")
+    from labcore import paths
+
+    shared = paths.cache_dir()
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in ("assets", "datasets", "models"):
+        (shared / name).mkdir(parents=True, exist_ok=True)
+        (cache / name).symlink_to(shared / name)
+    port = _free_port()
+    env = dict(os.environ, TRANSFERLAB_CACHE=str(cache), TRANSFERLAB_DEMO_MAX_STEPS=STEP_CAP, PYTHONPATH=str(REPO))
+    log = open(tmp_path / "server.log", "wb")
+    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                                "--server.address", "127.0.0.1", "--server.headless", "true"],
+                               cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as reply:
+                    if reply.read().decode().strip() == "ok":
+                        break
+            except OSError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                pytest.fail("the app did not start:\n" + (tmp_path / "server.log").read_text()[-3000:])
+            time.sleep(0.5)
+        yield f"http://127.0.0.1:{port}", cache
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.close()
+        from labcore.store import Store
+        from labcore.worker import stop_workers
+
+        store = Store(cache / "store")
+        stop_workers(store, timeout_s=30)
+        store.close()
+
+
+def _points(page) -> int:
+    text = page.get_by_text(re.compile(r"\d+ train-loss points so far")).first.inner_text(timeout=60_000)
+    return int(re.search(r"(\d+) train-loss points", text).group(1))
+
+
+def _shot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.wait_for_timeout(1500)  # let charts finish their transition before the picture
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_a_demo_end_to_end_in_chromium(server):
+    from playwright.sync_api import expect, sync_playwright
+
+    from labcore import demos
+
+    base, cache = server
+    demo = demos.DEMOS[DEMO]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2000})
+            page.set_default_timeout(60_000)
+            page.goto(base + "/")
+            expect(page.get_by_text(demo.title).first).to_be_visible()
+            _shot(page, "01-home")
+
+            # Click the demo: its runs queue, a worker starts, the live view appears and gains points.
+            buttons = page.get_by_role("button", name="▶ Run this demo")
+            buttons.nth(demos.DEMOS.names().index(DEMO)).click()
+            page.wait_for_url(re.compile(rf"demo={DEMO}"))
+            first = _points(page)
+            deadline = time.monotonic() + 180
+            later = first
+            while later <= first and time.monotonic() < deadline:
+                page.wait_for_timeout(2000)
+                later = _points(page)
+            assert later > first, f"the live curve did not gain points ({first} then {later})"
+            _shot(page, "02-home-demo-live")
+
+            # A reload keeps the view: the demo is named in the address, the runs in the store.
+            page.reload()
+            expect(page.get_by_text(f"Demo: {demo.title}")).to_be_visible()
+            assert _points(page) >= later
+            _shot(page, "03-home-demo-after-reload")
+
+            # When both runs end, the summary is written from their numbers.
+            summary = page.get_by_text(re.compile(r"What happened:.*\d\.\d\d")).first
+            expect(summary).to_be_visible(timeout=240_000)
+            assert "bit accuracy" in summary.inner_text()
+            _shot(page, "04-home-demo-summary")
+
+            page.get_by_role("link", name="Compare these runs").click()
+            expect(page.get_by_text("Test metric per condition")).to_be_visible()
+            expect(page.get_by_text("Steps to converge (FPT table 6)")).to_be_visible()
+            _shot(page, "05-compare")
+
+            page.goto(base + f"/?demo={DEMO}")
+            page.get_by_role("link", name="Attention maps of the pretrained run").click()
+            expect(page.get_by_role("heading", name=re.compile("Attention"))).to_be_visible()
+            maps = page.get_by_text("fine-tuned prediction")
+            unavailable = page.get_by_text("attention job is not available")
+            expect(maps.or_(unavailable).first).to_be_visible(timeout=180_000)
+            _shot(page, "06-attention")
+
+            for path, name, heading in (("runs", "07-runs", "Runs"), ("new", "08-new-experiment", "New experiment"),
+                                        ("mapping", "09-token-mapping", "Token mapping"), ("data", "10-data", "Data")):
+                page.goto(f"{base}/{path}")
+                expect(page.get_by_role("heading", name=re.compile(heading)).first).to_be_visible()
+                page.wait_for_load_state("networkidle")
+                _shot(page, name)
+        finally:
+            browser.close()
