@@ -31,3 +31,14 @@ def fetched_assets():
     if failed:
         pytest.fail("assets could not be fetched: " + "; ".join(f"{k}: {v}" for k, v in failed.items()))
     return outcome
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Run a test on one torch thread and restore the setting afterwards."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

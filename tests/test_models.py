@@ -33,13 +33,8 @@ from labcore.models import (
 FAMILIES = ("bert", "roberta", "albert", "gpt2", "llama")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the machine's cores are shared; restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models run fastest on one thread, and the machine's cores are shared.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def tiny(family: str, init: str = "pretrained", seed: int = 0, attn: str = "sdpa"):

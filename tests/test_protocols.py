@@ -29,13 +29,8 @@ from labcore.protocols import (
 FAMILIES = ("bert", "roberta", "albert", "gpt2", "llama")
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and the machine's cores are shared; restored afterwards."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# Tiny models run fastest on one thread, and the machine's cores are shared.
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 SWITCHES = ("input", "output", "positions", "layernorm", "feedforward", "attention")
 
 
