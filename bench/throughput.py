@@ -68,7 +68,7 @@ def trainer_throughput(steps: int, batch: int, bf16: bool) -> float:
     model = AutoModelForSequenceClassification.from_pretrained(str(folder), num_labels=3)
     with tempfile.TemporaryDirectory() as tmp:
         args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=batch, max_steps=steps,
-                                 learning_rate=5e-5, warmup_ratio=0.06, report_to="none", save_strategy="no",
+                                 learning_rate=5e-5, warmup_steps=0.06, report_to="none", save_strategy="no",
                                  logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=0,
                                  bf16=bf16, use_cpu=not torch.cuda.is_available())
         trainer = Trainer(model=model, args=args, train_dataset=rows,
