@@ -3,27 +3,20 @@
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import time
 import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port, stop_process_group
 
 pytestmark = pytest.mark.integration
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_make_run_serves_landing_page(fetched_assets):
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ)
     proc = subprocess.Popen(["make", "run", f"PORT={port}"], cwd=REPO, env=env, start_new_session=True,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -43,9 +36,4 @@ def test_make_run_serves_landing_page(fetched_assets):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as reply:
             assert reply.status == 200
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +19,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from helpers import free_port, stop_process_group
 
 pytestmark = pytest.mark.browser
 
@@ -31,12 +30,6 @@ FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-ne
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 DEMO = "bits"
 STEP_CAP = "150"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
@@ -54,7 +47,7 @@ def server(tmp_path, fetched_assets):
     for name in ("assets", "datasets", "models"):
         (shared / name).mkdir(parents=True, exist_ok=True)
         (cache / name).symlink_to(shared / name)
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, TRANSFERLAB_CACHE=str(cache), TRANSFERLAB_DEMO_MAX_STEPS=STEP_CAP, PYTHONPATH=str(REPO))
     log = open(tmp_path / "server.log", "wb")
     process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
@@ -74,12 +67,7 @@ def server(tmp_path, fetched_assets):
             time.sleep(0.5)
         yield f"http://127.0.0.1:{port}", cache
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)
         log.close()
         from labcore.store import Store
         from labcore.worker import stop_workers

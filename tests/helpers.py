@@ -1,0 +1,25 @@
+"""Small helpers shared by tests that start real server processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def stop_process_group(process: subprocess.Popen, timeout_s: float = 20) -> None:
+    """SIGTERM the process's whole group (it was started with start_new_session), SIGKILL if it lingers."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
