@@ -3,10 +3,14 @@
 MiniLM on dna-splice, batch 16, full fine-tune, in one process. Three measurements, each the wall time
 of N optimizer steps (data loading included, evaluation excluded):
 
-* lab: the lab's loop as the quick budget runs it (sliced vocabulary, bf16 autocast where the CPU or
-  GPU has native bf16, length bucketing, dynamic padding);
+* lab: the lab's loop as a run on this device trains (sliced vocabulary, bf16 autocast where the CPU or
+  GPU has native bf16, length bucketing, dynamic padding, fused AdamW, and on the CPU the keep-mask
+  dropout and plain attention of labcore.models.cpu_kernels);
 * trainer: transformers.Trainer with its defaults (fp32, full vocabulary);
 * trainer_same_precision: the Trainer given the lab's precision (bf16=True where the lab uses bf16).
+
+A shared machine's speed drifts by 10-20 % over minutes, so the three are measured in turn for several
+rounds and each figure is the median over the rounds; every round is printed too.
 
 Last line: throughput lab=<samples/s> trainer=<samples/s> ratio=<x> trainer_same_precision=<samples/s>
 ratio_same_precision=<y>
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -26,9 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def lab_throughput(steps: int, batch: int) -> tuple[float, str, object]:
     from labcore import protocols
-    from labcore.run import Prepared, default_device
+    from labcore.run import Prepared, default_device, device_kernels
     from labcore.spec import make_spec
-    from labcore.train import TrainConfig, resolve_precision, train
+    from labcore import train as train_module
+    from labcore.train import TrainConfig, resolve_precision
 
     device = default_device()
     spec = make_spec(model="minilm", discipline="dna-splice", batch_size=batch, max_steps=steps)
@@ -36,6 +42,7 @@ def lab_throughput(steps: int, batch: int) -> tuple[float, str, object]:
     model = prepared.model
     protocols.PROTOCOLS["full"].apply(model, protocols.parse_protocol_params("full", {}), 0)
     model.to(device)
+    device_kernels(model, device)
     s = prepared.spec
     precision = resolve_precision(s.precision, device)
     cfg = TrainConfig(optimizer=s.optimizer, lr=s.lr, schedule=s.schedule, warmup_ratio=s.warmup_ratio,
@@ -44,7 +51,8 @@ def lab_throughput(steps: int, batch: int) -> tuple[float, str, object]:
                       precision=precision, device=device)
     data = prepared.splits["train"]
     start = time.perf_counter()
-    for event in train(model, lambda b: model(b.inputs, b.mask), data, cfg, evaluate=lambda: {"value": 0.0}):
+    for event in train_module.train(model, lambda b: model(b.inputs, b.mask), data, cfg,
+                                    evaluate=lambda: {"value": 0.0}):
         if event["type"] == "step" and event["step"] == steps:
             elapsed = time.perf_counter() - start
     return steps * batch / elapsed, precision, prepared
@@ -83,16 +91,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="lab, trainer, trainer-same-precision in turn")
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(os.cpu_count() or 1)
-    lab, precision, _ = lab_throughput(args.steps, args.batch)
-    print(f"lab: {lab:.1f} samples/s ({precision})", flush=True)
-    trainer = trainer_throughput(args.steps, args.batch, bf16=False)
-    print(f"trainer (defaults, fp32): {trainer:.1f} samples/s", flush=True)
-    same = trainer_throughput(args.steps, args.batch, bf16=precision == "bf16")
-    print(f"trainer ({precision}): {same:.1f} samples/s", flush=True)
+    labs, trainers, sames = [], [], []
+    for round_ in range(1, args.rounds + 1):
+        lab, precision, _ = lab_throughput(args.steps, args.batch)
+        trainer = trainer_throughput(args.steps, args.batch, bf16=False)
+        same = trainer_throughput(args.steps, args.batch, bf16=precision == "bf16")
+        labs.append(lab), trainers.append(trainer), sames.append(same)
+        print(f"round {round_}: lab {lab:.1f} ({precision}), trainer (defaults, fp32) {trainer:.1f}, "
+              f"trainer ({precision}) {same:.1f} samples/s", flush=True)
+    lab, trainer, same = (statistics.median(v) for v in (labs, trainers, sames))
     print(f"throughput lab={lab:.1f} trainer={trainer:.1f} ratio={lab / trainer:.2f} "
           f"trainer_same_precision={same:.1f} ratio_same_precision={lab / same:.2f}")
 

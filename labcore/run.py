@@ -65,6 +65,15 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def device_kernels(model, device: str) -> list[str]:
+    """Give a lab model the training kernels that suit the device (see :mod:`labcore.models.cpu_kernels`)."""
+    if device != "cpu":
+        return []
+    from labcore.models.cpu_kernels import use_cpu_kernels
+
+    return use_cpu_kernels(model.backbone)
+
+
 class Prepared:
     """Everything a run needs before the first step, built once (also used by analysis jobs)."""
 
@@ -230,6 +239,9 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     for note in report.notes:
         yield log(note)
     model.to(device)
+    for note in device_kernels(model, device):
+        notes.append(note)
+        yield log(note)
     precision = resolve_precision(resolved.precision, device)
     total_params = sum(p.numel() for p in model.parameters())
     trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)

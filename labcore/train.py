@@ -104,6 +104,18 @@ def steps_to_converge(curve: list[tuple[int, float]], tolerance: float = CONVERG
     return None
 
 
+def make_optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
+    """Adam or AdamW, fused (one kernel for all tensors) where torch has it for these parameters.
+
+    On 2 CPU cores the per-parameter default took 17 ms a MiniLM step (of about 300), the fused one 6 ms.
+    The update rule is the same; the arithmetic order differs in the last bits."""
+    optim_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
+    try:
+        return optim_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
+    except (RuntimeError, ValueError):  # a device or dtype without a fused kernel
+        return optim_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
 def _schedule(cfg: TrainConfig, total: int) -> Callable[[int], float]:
     warmup = int(round(cfg.warmup_ratio * total))
 
@@ -130,8 +142,7 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
     names = [n for n, p in module.named_parameters() if p.requires_grad]
     if not params:
         raise ValueError("nothing to train: the protocol froze every parameter")
-    optim_cls = torch.optim.AdamW if cfg.optimizer == "adamw" else torch.optim.Adam
-    optimizer = optim_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    optimizer = make_optimizer(cfg, params)
     total = cfg.total_steps(len(train_data))
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg, total))
     criterion = loss_fn(cfg.loss)

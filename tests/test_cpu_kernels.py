@@ -1,0 +1,158 @@
+"""CPU training kernels: the keep-mask dropout and the lab's attention function.
+
+Eval-mode outputs must equal SDPA's for every family (padding and causal masks included), the dropout
+noise must have the distribution of inverted dropout, and swapping kernels must not touch parameters.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from labcore.errors import LabError
+from labcore.models import build_lab_model_from, load_backbone
+from labcore.models.cpu_kernels import (
+    ATTENTION_NAME,
+    KeepMaskDropout,
+    keep_mask,
+    keep_mask_dropout,
+    use_cpu_kernels,
+)
+
+FAMILIES = ("bert", "roberta", "albert", "gpt2", "llama")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def lab(family: str, attn: str = "sdpa"):
+    model, tokenizer, info = load_backbone(f"tiny:{family}", "pretrained", seed=0, attn_implementation=attn)
+    return build_lab_model_from(model, tokenizer, info, adapter="vocab", num_outputs=3)
+
+
+def padded_batch():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(5, 50, (3, 9), generator=g)
+    mask = torch.ones(3, 9, dtype=torch.long)
+    mask[1, -4:] = 0
+    mask[2, -1:] = 0
+    return ids, mask
+
+
+def test_keep_mask_has_the_distribution_of_inverted_dropout():
+    torch.manual_seed(0)
+    noise = keep_mask((2000, 1000), 0.1, torch.float32, "cpu")
+    kept = noise > 0
+    assert torch.unique(noise).tolist() == [0.0, pytest.approx(65536 / (65536 - 6554))]
+    # 2M draws: the keep rate's standard error is 2.1e-4
+    assert kept.float().mean().item() == pytest.approx(1 - 6554 / 65536, abs=1e-3)
+    assert noise.mean().item() == pytest.approx(1.0, abs=1.5e-3)
+    # No position is favoured: each of the four quarters of a random word keeps at the same rate.
+    by_quarter = kept.view(-1, 4).float().mean(0)
+    assert (by_quarter - by_quarter.mean()).abs().max().item() < 3e-3
+
+
+def test_keep_mask_follows_torch_seed_and_p_edges():
+    torch.manual_seed(3)
+    a = keep_mask((5, 7), 0.5, torch.float32, "cpu")
+    torch.manual_seed(3)
+    b = keep_mask((5, 7), 0.5, torch.float32, "cpu")
+    assert torch.equal(a, b)
+    assert torch.equal(keep_mask((4, 4), 0.0, torch.float32, "cpu"), torch.ones(4, 4))
+    with pytest.raises(LabError, match=r"\[0, 1\)"):
+        keep_mask((2,), 1.0, torch.float32, "cpu")
+
+
+def test_keep_mask_dropout_is_identity_in_eval_and_masks_gradients():
+    x = torch.randn(4, 6, requires_grad=True)
+    assert keep_mask_dropout(x, 0.3, training=False) is x
+    torch.manual_seed(1)
+    y = keep_mask_dropout(x, 0.3, training=True)
+    y.sum().backward()
+    scale = 65536 / (65536 - round(0.3 * 65536))
+    kept = y.detach() != 0
+    assert torch.allclose(y.detach()[kept], x.detach()[kept] * scale)
+    assert torch.allclose(x.grad, kept.float() * scale)  # gradient flows exactly where kept
+    module = KeepMaskDropout(0.3).eval()
+    assert module(x) is x
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_lab_attention_equals_sdpa_in_eval(family):
+    ids, mask = padded_batch()
+    reference = lab(family).eval()
+    switched = lab(family).eval()
+    use_cpu_kernels(switched.backbone)
+    assert switched.backbone.config._attn_implementation == ATTENTION_NAME
+    with torch.no_grad():
+        want = reference(ids, mask)
+        got = switched(ids, mask)
+        want_hidden = reference.features(ids, mask)
+        got_hidden = switched.features(ids, mask)
+    assert torch.allclose(got, want, atol=1e-5)
+    assert torch.allclose(got_hidden, want_hidden, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ("bert", "gpt2", "llama"))
+def test_lab_attention_gradients_equal_sdpa_without_dropout(family):
+    ids, mask = padded_batch()
+    models = [lab(family), lab(family)]
+    use_cpu_kernels(models[1].backbone)
+    grads = []
+    for model in models:
+        model.train()
+        for module in model.modules():  # dropout off in both: the comparison is of the attention maths
+            if hasattr(module, "p"):
+                module.p = 0.0
+        for module in model.backbone.modules():
+            for name in ("attention_dropout", "dropout_prob"):
+                if isinstance(getattr(module, name, None), float):
+                    setattr(module, name, 0.0)
+        model.zero_grad()
+        model(ids, mask).square().sum().backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys()
+    for name in grads[0]:
+        assert torch.allclose(grads[0][name], grads[1][name], atol=1e-5), name
+
+
+def test_use_cpu_kernels_swaps_every_dropout_and_keeps_parameters():
+    model = lab("bert")
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    probabilities = sorted(m.p for m in model.backbone.modules() if type(m) is nn.Dropout)
+    notes = use_cpu_kernels(model.backbone)
+    assert not any(type(m) is nn.Dropout for m in model.backbone.modules())
+    assert sorted(m.p for m in model.backbone.modules() if isinstance(m, KeepMaskDropout)) == probabilities
+    after = model.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+    assert any("dropout" in n for n in notes) and any("attention" in n for n in notes)
+    evaluated = lab("bert").eval()
+    use_cpu_kernels(evaluated.backbone)  # a model in eval mode stays there, new modules included
+    assert not any(m.training for m in evaluated.modules())
+
+
+def test_eager_models_keep_eager_attention_for_their_maps():
+    model = lab("bert", attn="eager")
+    use_cpu_kernels(model.backbone)
+    assert model.backbone.config._attn_implementation == "eager"
+    ids, mask = padded_batch()
+    assert len(model.eval().attentions(ids, mask)) == 2
+
+
+def test_training_with_cpu_kernels_is_reproducible():
+    ids, mask = padded_batch()
+    losses = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = lab("bert")
+        use_cpu_kernels(model.backbone)
+        model.train()
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+        run = []
+        for _ in range(3):
+            loss = model(ids, mask).logsumexp(-1).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            run.append(loss.item())
+        losses.append(run)
+    assert losses[0] == losses[1]
