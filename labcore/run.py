@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from labcore import cores
 from labcore import data as data_registry
 from labcore.data.base import parse_params
 from labcore.errors import LabError
@@ -210,7 +211,9 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
 
     started = time.perf_counter()
     transformers.utils.logging.disable_progress_bar()  # events report progress; bars only flood logs
-    torch.set_num_threads(threads or os.cpu_count() or 1)
+    requested_threads = threads or os.cpu_count() or 1
+    torch.set_num_threads(requested_threads)
+    cpu_before = cores.sample()  # what other processes do while this run prepares decides its threads
     device = device or default_device()
     logs: list[str] = []
 
@@ -239,6 +242,14 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     for note in report.notes:
         yield log(note)
     model.to(device)
+    if device == "cpu":
+        used_threads, busy = cores.choose_threads(requested_threads, cpu_before)
+        torch.set_num_threads(used_threads)
+        thread_note = f"trained on {used_threads} CPU thread{'s' if used_threads > 1 else ''}"
+        if busy is not None and used_threads < requested_threads:
+            thread_note += f" of {requested_threads}: other processes kept {busy:.1f} cores busy"
+        notes.append(thread_note)
+        yield log(thread_note)
     for note in device_kernels(model, device):
         notes.append(note)
         yield log(note)

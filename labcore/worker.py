@@ -43,12 +43,6 @@ from labcore.store import Claim, Store, StoreSettings, open_store, process_state
 
 DEFAULT_ENGINE = "labcore.run"
 
-# Environment every worker gets (unless already set), before torch loads OpenMP.
-# OMP_WAIT_POLICY=PASSIVE: OpenMP threads sleep instead of spinning at barriers. With the default
-# (spinning) and any other busy process on a 2-core machine, a tiny model took 1.85 s a step on 2
-# threads instead of 15 ms (measured here with another job running); passive waiting gave 15 ms.
-WORKER_ENV = {"OMP_WAIT_POLICY": "PASSIVE"}
-
 
 class EventSink:
     """Buffers one run's events and writes them to the store in chunks, from any thread."""
@@ -419,8 +413,6 @@ def _child_env() -> dict[str, str]:
     # The worker must find this checkout's labcore whatever the caller's working directory was.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("TRANSFERLAB_CACHE", str(paths.cache_dir()))
-    for name, value in WORKER_ENV.items():
-        env.setdefault(name, value)
     return env
 
 
@@ -500,8 +492,6 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_worker_command(args: argparse.Namespace) -> int:
-    for name, value in WORKER_ENV.items():
-        os.environ.setdefault(name, value)  # torch is not imported yet: OpenMP will read these
     store = open_store(args.store)
     if args.stop:
         pids = stop_workers(store, timeout_s=args.timeout)

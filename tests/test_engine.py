@@ -64,6 +64,14 @@ def test_same_spec_same_result():
     assert a.key == b.key and a.test == b.test and a.train_loss == b.train_loss
 
 
+def test_cpu_runs_record_their_threads_and_kernels():
+    record = run(_spec(max_steps=2), threads=2)
+    threads = [n for n in record.notes if n.startswith("trained on ")]
+    assert len(threads) == 1 and ("1 CPU thread" in threads[0] or "2 CPU threads" in threads[0])
+    assert any("dropout layers draw keep masks" in n for n in record.notes)
+    assert any("plain attention function" in n for n in record.notes)
+
+
 def test_subsample_is_recorded():
     record = run(_spec(train_size="50", max_steps=2))
     assert record.train_examples == 50 and any("50 of 96" in n for n in record.notes)

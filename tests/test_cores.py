@@ -1,0 +1,56 @@
+"""Thread choice: cores less those other processes keep busy, read from /proc."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from labcore import cores
+
+STAT = """cpu  1000 20 300 5000 40 5 6 7 0 0
+cpu0 500 10 150 2500 20 2 3 3 0 0
+intr 12345
+"""
+
+
+def test_parse_proc_stat_counts_busy_ticks_without_idle_and_iowait():
+    assert cores.parse_proc_stat(STAT) == 1000 + 20 + 300 + 5 + 6 + 7
+    with pytest.raises(ValueError):
+        cores.parse_proc_stat("intr 1\n")
+
+
+def test_parse_self_stat_survives_spaces_and_parentheses_in_the_command():
+    fields = ["S", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10", "111", "222", "0", "0"]
+    assert cores.parse_self_stat("4242 (my (odd) name) " + " ".join(fields)) == 111 + 222
+
+
+def sample(wall, busy, own):
+    return cores.CpuSample(wall=wall, busy_ticks=busy, own_ticks=own)
+
+
+def test_busy_elsewhere_subtracts_this_process():
+    # 2 s, 300 ticks busy in all, 100 of them ours: 200 ticks = 2 s of CPU = 1 core elsewhere.
+    assert cores.busy_elsewhere(sample(0, 0, 0), sample(2, 300, 100), ticks_per_s=100) == pytest.approx(1.0)
+    assert cores.busy_elsewhere(sample(0, 0, 0), sample(1, 50, 80), ticks_per_s=100) == 0.0  # never negative
+    assert cores.busy_elsewhere(sample(1, 0, 0), sample(1, 50, 0), ticks_per_s=100) == 0.0  # empty window
+
+
+@pytest.mark.parametrize("requested, n_cores, busy, expected", [
+    (2, 2, 0.0, 2), (2, 2, 0.3, 2), (2, 2, 0.6, 1), (2, 2, 1.0, 1), (2, 2, 2.0, 1),
+    (8, 8, 2.4, 6), (4, 8, 2.4, 4), (1, 2, 0.0, 1),
+])
+def test_threads_for_gives_up_one_thread_per_busy_core(requested, n_cores, busy, expected):
+    assert cores.threads_for(requested, n_cores, busy) == expected
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_choose_threads_on_this_machine_waits_for_a_window_and_stays_in_range():
+    since = cores.sample()
+    assert since is not None and since.busy_ticks > 0
+    threads, busy = cores.choose_threads(os.cpu_count() or 1, since)
+    assert 1 <= threads <= (os.cpu_count() or 1)
+    assert busy is None or busy >= 0.0
+    assert cores.choose_threads(1, since) == (1, None)
+    assert cores.choose_threads(4, None) == (4, None)
