@@ -19,6 +19,7 @@ ratio_same_precision=<y>
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import statistics
 import sys
@@ -31,10 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 def lab_throughput(steps: int, batch: int) -> tuple[float, str, object]:
     from labcore import protocols
-    from labcore.run import Prepared, default_device, device_kernels
+    from labcore.run import Prepared, default_device, device_kernels, train_config
     from labcore.spec import make_spec
-    from labcore import train as train_module
-    from labcore.train import TrainConfig, resolve_precision
+    from labcore.train import resolve_precision, train
 
     device = default_device()
     spec = make_spec(model="minilm", discipline="dna-splice", batch_size=batch, max_steps=steps)
@@ -43,16 +43,13 @@ def lab_throughput(steps: int, batch: int) -> tuple[float, str, object]:
     protocols.PROTOCOLS["full"].apply(model, protocols.parse_protocol_params("full", {}), 0)
     model.to(device)
     device_kernels(model, device)
-    s = prepared.spec
-    precision = resolve_precision(s.precision, device)
-    cfg = TrainConfig(optimizer=s.optimizer, lr=s.lr, schedule=s.schedule, warmup_ratio=s.warmup_ratio,
-                      batch_size=batch, epochs=s.epochs, max_steps=steps, grad_clip=s.grad_clip,
-                      weight_decay=s.weight_decay, eval_every=10**9, patience=0, seed=0, loss="ce",
-                      precision=precision, device=device)
+    precision = resolve_precision(prepared.spec.precision, device)
+    # The run's own configuration, less evaluation and early stopping (not part of a step's cost).
+    cfg = dataclasses.replace(train_config(prepared.spec, loss="ce", precision=precision, device=device),
+                              eval_every=10**9, patience=0, seed=0)
     data = prepared.splits["train"]
     start = time.perf_counter()
-    for event in train_module.train(model, lambda b: model(b.inputs, b.mask), data, cfg,
-                                    evaluate=lambda: {"value": 0.0}):
+    for event in train(model, lambda b: model(b.inputs, b.mask), data, cfg, evaluate=lambda: {"value": 0.0}):
         if event["type"] == "step" and event["step"] == steps:
             elapsed = time.perf_counter() - start
     return steps * batch / elapsed, precision, prepared

@@ -90,3 +90,11 @@ def choose_threads(requested: int, since: CpuSample | None) -> tuple[int, float 
         return requested, None
     busy = busy_elsewhere(since, now)
     return threads_for(requested, cores, busy), busy
+
+
+def thread_note(used: int, requested: int, busy: float | None) -> str:
+    """The record's note on the thread count a run trained with, and why it is lower if it is."""
+    note = f"trained on {used} CPU thread{'s' if used > 1 else ''}"
+    if busy is not None and used < requested:
+        note += f" of {requested}: other processes kept {busy:.1f} cores busy"
+    return note

@@ -75,6 +75,18 @@ def device_kernels(model, device: str) -> list[str]:
     return use_cpu_kernels(model.backbone)
 
 
+def train_config(resolved: RunSpec, *, loss: str, precision: str, device: str, checkpoint_every: int = 0):
+    """The training loop's configuration from a resolved spec (``precision`` already resolved)."""
+    from labcore.train import TrainConfig
+
+    return TrainConfig(
+        optimizer=resolved.optimizer, lr=resolved.lr, schedule=resolved.schedule,
+        warmup_ratio=resolved.warmup_ratio, batch_size=resolved.batch_size, epochs=resolved.epochs,
+        max_steps=resolved.max_steps, grad_clip=resolved.grad_clip, weight_decay=resolved.weight_decay,
+        eval_every=resolved.eval_every, patience=resolved.patience, seed=resolved.seed, loss=loss,
+        precision=precision, device=device, checkpoint_every=checkpoint_every)
+
+
 class Prepared:
     """Everything a run needs before the first step, built once (also used by analysis jobs)."""
 
@@ -205,7 +217,7 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
 
     from labcore import metrics, protocols
     from labcore.encode import Encoded
-    from labcore.train import TrainConfig, resolve_precision, steps_to_converge, summarize_losses, train
+    from labcore.train import resolve_precision, steps_to_converge, summarize_losses, train
 
     import transformers
 
@@ -242,15 +254,12 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     for note in report.notes:
         yield log(note)
     model.to(device)
+    device_notes = []
     if device == "cpu":
         used_threads, busy = cores.choose_threads(requested_threads, cpu_before)
         torch.set_num_threads(used_threads)
-        thread_note = f"trained on {used_threads} CPU thread{'s' if used_threads > 1 else ''}"
-        if busy is not None and used_threads < requested_threads:
-            thread_note += f" of {requested_threads}: other processes kept {busy:.1f} cores busy"
-        notes.append(thread_note)
-        yield log(thread_note)
-    for note in device_kernels(model, device):
+        device_notes.append(cores.thread_note(used_threads, requested_threads, busy))
+    for note in device_notes + device_kernels(model, device):
         notes.append(note)
         yield log(note)
     precision = resolve_precision(resolved.precision, device)
@@ -259,12 +268,8 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
 
     splits = prepared.splits
     loss_kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[info.output_kind]
-    cfg = TrainConfig(
-        optimizer=resolved.optimizer, lr=resolved.lr, schedule=resolved.schedule,
-        warmup_ratio=resolved.warmup_ratio, batch_size=resolved.batch_size, epochs=resolved.epochs,
-        max_steps=resolved.max_steps, grad_clip=resolved.grad_clip, weight_decay=resolved.weight_decay,
-        eval_every=resolved.eval_every, patience=resolved.patience, seed=resolved.seed, loss=loss_kind,
-        precision=precision, device=device, checkpoint_every=checkpoint_every)
+    cfg = train_config(resolved, loss=loss_kind, precision=precision, device=device,
+                       checkpoint_every=checkpoint_every)
     eval_batch = max(32, resolved.batch_size * 2)
 
     if report.features_only:

@@ -54,3 +54,9 @@ def test_choose_threads_on_this_machine_waits_for_a_window_and_stays_in_range():
     assert busy is None or busy >= 0.0
     assert cores.choose_threads(1, since) == (1, None)
     assert cores.choose_threads(4, None) == (4, None)
+
+
+def test_thread_note_says_why_threads_were_given_up():
+    assert cores.thread_note(2, 2, 0.1) == "trained on 2 CPU threads"
+    assert cores.thread_note(1, 1, None) == "trained on 1 CPU thread"
+    assert cores.thread_note(1, 2, 0.96) == "trained on 1 CPU thread of 2: other processes kept 1.0 cores busy"

@@ -20,6 +20,8 @@ fused and their random numbers cheap.
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -37,9 +39,7 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype,
     exactly 1 (before it is cast to ``dtype``, which is what torch's own dropout does too)."""
     if not 0.0 <= p < 1.0:
         raise LabError(f"dropout probability must be in [0, 1), got {p}")
-    n = 1
-    for size in shape:
-        n *= int(size)
+    n = math.prod(shape)
     threshold = round(p * 2 ** _BITS)  # drop where the unsigned quarter is below this
     # The full signed range: random_() alone would leave the top bit of every word at 0.
     words = torch.empty(-(-n // _PER_WORD), dtype=torch.int64, device=device).random_(-2 ** 63, 2 ** 63 - 1)
