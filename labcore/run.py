@@ -168,11 +168,18 @@ def _predict(model, data, batch_size: int, device: str, precision: str, *, featu
     from labcore.train import autocast
 
     outputs: list[Any] = [None] * len(data)
-    with torch.inference_mode(), autocast(precision, device):
-        for batch in iterate(data, batch_size, shuffle=False, device=device):
-            out = model.features(batch.inputs, batch.mask) if features else model(batch.inputs, batch.mask)
-            for row, i in enumerate(batch.index):
-                outputs[i] = out[row].float().cpu()
+    # Predictions never see dropout, whatever mode the caller left the model in (after training it is
+    # still in train mode); the mode is given back afterwards.
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), autocast(precision, device):
+            for batch in iterate(data, batch_size, shuffle=False, device=device):
+                out = model.features(batch.inputs, batch.mask) if features else model(batch.inputs, batch.mask)
+                for row, i in enumerate(batch.index):
+                    outputs[i] = out[row].float().cpu()
+    finally:
+        model.train(was_training)
     return torch.stack(outputs) if outputs else torch.empty(0)
 
 

@@ -25,6 +25,12 @@ OPTIMIZERS = ("adam", "adamw")
 SCHEDULES = ("linear", "constant")
 PRECISIONS = ("auto", "bf16", "fp32")
 BUDGETS = ("quick", "standard", "paper")
+
+# Part of every result key, so the store never serves a result that this engine would compute differently.
+# Bump it with a fix that changes what results are (not with a speed-up that leaves them as they were);
+# records under older keys stay in the store and on the pages, and a resubmitted spec runs again.
+#   2: validation and test predictions of the best checkpoint in eval mode (dropout had been left on).
+RESULTS_REVISION = 2
 MAPPING_KINDS = ("auto", "identity", "shift", "random", "unused", "letters", "table", "none")
 TRAIN_SIZES = ("full", "1%", "500", "5000")  # the choices the pages offer; any N or P% is accepted
 
@@ -155,8 +161,9 @@ class RunSpec:
 
     @property
     def key(self) -> str:
-        """Stable identity of the result this spec produces (the spec must be resolved)."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()[:20]
+        """Stable identity of the result this spec produces (the spec must be resolved), under the
+        engine's :data:`RESULTS_REVISION`."""
+        return hashlib.sha256(f"r{RESULTS_REVISION}:{self.to_json()}".encode()).hexdigest()[:20]
 
     @property
     def is_resolved(self) -> bool:

@@ -52,6 +52,18 @@ def test_events_stream_then_one_result(tmp_path):
     json.dumps(events)  # every event is JSON-able
 
 
+def test_the_best_checkpoint_is_measured_again_without_dropout():
+    # The record's validation figures re-measure the restored best weights: in eval mode they repeat the
+    # best evaluation exactly (with dropout left on they would not).
+    events = list(iter_run(_spec(max_steps=9, lr=1e-3)))
+    record = events[-1]["record"]
+    evals = [e for e in events if e["type"] == "eval"]
+    best = max(evals, key=lambda e: e["value"])  # the first of equals, as the loop keeps it
+    assert record["best_step"] == best["step"]
+    assert record["validation"]["accuracy"] == best["value"]
+    assert record["validation"]["loss"] == pytest.approx(best["loss"], abs=1e-6)
+
+
 def test_vectors_multilabel_and_decoder(tmp_path):
     record = run(make_spec(model="tiny:gpt2", discipline="bits-xor", discipline_params=TINY_XOR,
                            protocol="frozen", max_steps=4, precision="fp32"), workdir=tmp_path)

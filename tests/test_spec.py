@@ -73,6 +73,15 @@ def test_spec_round_trips_through_json():
     assert again == spec and again.key == spec.key
 
 
+def test_the_results_revision_is_part_of_the_key(monkeypatch):
+    from labcore import spec as spec_module
+
+    spec = resolve(make_spec(), "tokens")
+    before = spec.key
+    monkeypatch.setattr(spec_module, "RESULTS_REVISION", spec_module.RESULTS_REVISION + 1)
+    assert spec.key != before and len(spec.key) == len(before)
+
+
 def test_record_round_trips_identically():
     record = RunRecord(key="k", spec={"a": 1}, status="done", metric="accuracy", test={"accuracy": 0.5},
                        train_loss=[[1, 0.7], [2, 0.6]], val_curve=[[2, 0.5]], versions={"torch": "x"},
