@@ -3,6 +3,7 @@
 * :mod:`.backbones`: packaged / hub / local / tiny backbones, inits ``pretrained``, ``random``, ``stats``.
 * :mod:`.architectures`: where each family keeps its layers (:class:`Structure`), its initialiser.
 * :mod:`.lab_model`: :class:`LabModel`, input adapters, pooling, :func:`build_lab_model`.
+* :mod:`.pooled_rows`: the last block computed for the pooled rows only (one row per sequence).
 * :mod:`.cpu_kernels`: the dropout and attention a lab model trains with on the CPU.
 
 Names resolve on first use, so ``from labcore.models import BACKBONES, backbone_names`` (what the app needs

