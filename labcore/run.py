@@ -358,6 +358,9 @@ def warm_up() -> None:
     """Import what every run needs, so a worker's first run starts at once."""
     import torch  # noqa: F401
     import transformers  # noqa: F401
+    # Every model file imports these on first use (about 2 s, mostly transformers' kernel integrations).
+    import transformers.activations  # noqa: F401
+    import transformers.modeling_utils  # noqa: F401
 
     from labcore import models, protocols, train  # noqa: F401
 
