@@ -172,8 +172,12 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
         bad_evals, seen, train_time = state["bad_evals"], state["seen"], state["train_time"]
         yield {"type": "log", "message": f"resumed from step {step}"}
 
-    def save_resume() -> dict[str, Any]:
+    def save_resume() -> Iterator[dict[str, Any]]:
         assert resume_path is not None
+        # The event goes out before the file is written: whoever streams the events has stored every step
+        # up to this one by the time the checkpoint exists, so a resumed run's stream never has a gap. A
+        # kill in between leaves the previous checkpoint, and the stream doubles back, which readers drop.
+        yield {"type": "checkpoint", "step": step, "path": str(resume_path)}
         tmp = resume_path.with_suffix(".tmp")
         torch.save({"params": {n: p.detach().clone() for n, p in zip(names, params)},
                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
@@ -181,7 +185,6 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                     "best_value": best_value, "best_step": best_step, "best_state": best_state,
                     "bad_evals": bad_evals, "seen": seen, "train_time": train_time}, tmp)
         os.replace(tmp, resume_path)
-        return {"type": "checkpoint", "step": step, "path": str(resume_path)}
 
     def finish(status: str) -> dict[str, Any]:
         with torch.no_grad():  # hand back the best weights: the caller tests those
@@ -244,11 +247,11 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                     yield finish("done")
                     return
             if resume_path and cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0:
-                yield save_resume()
+                yield from save_resume()
             reason = should_stop()
             if reason:
                 if resume_path:
-                    yield save_resume()
+                    yield from save_resume()
                 yield finish(reason)
                 return
         if step >= total:

@@ -129,7 +129,8 @@ def test_sigkill_makes_the_run_dead_and_resume_continues_from_the_checkpoint(sto
     total = 80
     first = workers("--checkpoint-every", "5")
     key = store.submit(tiny_spec(tiny_model, max_steps=total)).key
-    wait_for("a checkpoint", lambda: any(e["type"] == "checkpoint" and e["step"] >= 10
+    # The event for step 15 comes once the file for step 10 exists (events go out before their file).
+    wait_for("a checkpoint", lambda: any(e["type"] == "checkpoint" and e["step"] >= 15
                                          for e in store.events(key)), store=store)
     os.killpg(first.pid, signal.SIGKILL)
     # Not reaped yet: the worker is a zombie, which os.kill(pid, 0) would call alive.
