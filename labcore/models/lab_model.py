@@ -28,7 +28,7 @@ from labcore.errors import LabError
 from labcore.registry import Registry
 from labcore.models.architectures import Structure, structure
 from labcore.models.backbones import BackboneInfo, load_backbone
-from labcore.models.pooled_rows import run_pooled_rows
+from labcore.models.pooled_rows import run_pooled_rows, take_rows
 from labcore.models.seeding import seeded
 
 # FPT's input layers: orthogonal init with this gain (universal-computation, fpt.py, orth_gain=1.41).
@@ -191,7 +191,7 @@ def _pool_mean(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def _pool_last(hidden: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return hidden[torch.arange(hidden.shape[0], device=hidden.device), _last_row(mask)]
+    return take_rows(hidden, _last_row(mask))[:, 0]
 
 
 POOLINGS: Registry[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = Registry("pooling")
