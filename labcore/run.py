@@ -77,14 +77,14 @@ def device_kernels(model, device: str) -> list[str]:
 
 def train_config(resolved: RunSpec, *, loss: str, precision: str, device: str, checkpoint_every: int = 0):
     """The training loop's configuration from a resolved spec (``precision`` already resolved)."""
+    import dataclasses
+
+    from labcore.spec import TrainParams
     from labcore.train import TrainConfig
 
-    return TrainConfig(
-        optimizer=resolved.optimizer, lr=resolved.lr, schedule=resolved.schedule,
-        warmup_ratio=resolved.warmup_ratio, batch_size=resolved.batch_size, epochs=resolved.epochs,
-        max_steps=resolved.max_steps, grad_clip=resolved.grad_clip, weight_decay=resolved.weight_decay,
-        eval_every=resolved.eval_every, patience=resolved.patience, seed=resolved.seed, loss=loss,
-        precision=precision, device=device, checkpoint_every=checkpoint_every)
+    params = {f.name: getattr(resolved, f.name) for f in dataclasses.fields(TrainParams)}
+    return TrainConfig(**params, seed=resolved.seed, loss=loss, precision=precision, device=device,
+                       checkpoint_every=checkpoint_every)
 
 
 class Prepared:
@@ -277,7 +277,7 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     loss_kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[info.output_kind]
     cfg = train_config(resolved, loss=loss_kind, precision=precision, device=device,
                        checkpoint_every=checkpoint_every)
-    eval_batch = max(32, resolved.batch_size * 2)
+    eval_batch = cfg.eval_batch_size
 
     if report.features_only:
         # FPT §3.9: the frozen body's features are computed once; only the head trains on them.

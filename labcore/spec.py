@@ -37,13 +37,47 @@ TRAIN_SIZES = ("full", "1%", "500", "5000")  # the choices the pages offer; any 
 # Protocols whose body stays frozen train a few parameters and want the FPT learning rate.
 FROZEN_FAMILY = ("frozen", "output_only", "probe")
 
+
+@dataclass(frozen=True)
+class TrainParams:
+    """The training loop's hyper-parameters, each declared once, here.
+
+    :class:`labcore.train.TrainConfig` extends this class with what the run decides (seed, loss,
+    precision, device); :class:`RunSpec` carries every field of :class:`BudgetParams` as an optional
+    one (None: the budget's value); the New experiment page shows a widget per field. A field's
+    ``choices`` metadata lists its valid values.
+    """
+
+    optimizer: str = field(metadata={"choices": OPTIMIZERS})
+    lr: float
+    schedule: str = field(metadata={"choices": SCHEDULES})
+    warmup_ratio: float  # share of the steps over which the learning rate rises linearly from 0
+    batch_size: int  # examples per training step
+    epochs: float
+    max_steps: int  # 0: run for `epochs`; > 0: stop after this many steps
+    grad_clip: float  # 0: off
+    weight_decay: float
+    eval_every: int  # steps between validation evaluations (0: once per epoch)
+    patience: int  # evaluations without improvement before stopping early (0: off)
+
+
+@dataclass(frozen=True)
+class BudgetParams(TrainParams):
+    """What a budget sets: the loop's hyper-parameters and how much training data the loop sees."""
+
+    train_token_budget: int  # cap on train tokens per epoch (0: no cap), applied before the loop starts
+
+
+BUDGET_PARAMS = dataclasses.fields(BudgetParams)  # for forms: name, type and metadata of each
+TRAIN_FIELDS = tuple(f.name for f in BUDGET_PARAMS)
+
 # Budget presets. "quick" is a teaching demo: one MiniLM run within 90 s on a 2-core CPU. Training costs
 # about the same per token on every discipline (MiniLM, bf16, 2 cores: 3,600-4,300 tokens/s), so the token
 # budget caps the training set: 2 epochs of 140,000 tokens take 65-78 s of steps (splice: 2,258 of its
 # 2,868 examples), leaving room for preparing and evaluating.
 # "paper" is each paper's own recipe: Kao (Adam 1e-5, batch 32, no warm-up, linear decay), FPT (Adam
 # 1e-3), Tamkin (Adam 2e-5, batch 8).
-_TRAIN_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
+_TRAIN_DEFAULTS: dict[str, dict[str, BudgetParams]] = {
     # quick, measured with MiniLM on dna-splice, seeds 0-2 (test accuracy; wall time of the run, which
     # drifts by 10-15 % with the machine):
     #   2 epochs at 1e-4, 140k tokens: 0.950 / 0.931 / 0.893, 78-90 s (random init 0.805-0.836) <- the preset
@@ -52,36 +86,42 @@ _TRAIN_DEFAULTS: dict[str, dict[str, dict[str, Any]]] = {
     #   2 epochs at 5e-5, all 2,868 examples: 0.950 (seed 0), 98 s
     #   1 epoch at 1e-4, all examples: 0.937 / 0.862 / 0.704, 56-64 s (still improving at its last step)
     "quick": {
-        "finetune": dict(optimizer="adamw", lr=1e-4, schedule="linear", warmup_ratio=0.06, batch_size=16,
-                         epochs=2.0, max_steps=0, grad_clip=1.0, weight_decay=0.01, eval_every=40,
-                         patience=0, train_token_budget=140_000),
-        "frozen": dict(optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
-                       epochs=3.0, max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=40,
-                       patience=0, train_token_budget=140_000),
+        "finetune": BudgetParams(
+            optimizer="adamw", lr=1e-4, schedule="linear", warmup_ratio=0.06, batch_size=16,
+            epochs=2.0, max_steps=0, grad_clip=1.0, weight_decay=0.01, eval_every=40,
+            patience=0, train_token_budget=140_000),
+        "frozen": BudgetParams(
+            optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
+            epochs=3.0, max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=40,
+            patience=0, train_token_budget=140_000),
     },
     "standard": {
-        "finetune": dict(optimizer="adamw", lr=5e-5, schedule="linear", warmup_ratio=0.06, batch_size=16,
-                         epochs=5.0, max_steps=0, grad_clip=1.0, weight_decay=0.01, eval_every=100,
-                         patience=5, train_token_budget=0),
-        "frozen": dict(optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
-                       epochs=10.0, max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=100,
-                       patience=5, train_token_budget=0),
+        "finetune": BudgetParams(
+            optimizer="adamw", lr=5e-5, schedule="linear", warmup_ratio=0.06, batch_size=16,
+            epochs=5.0, max_steps=0, grad_clip=1.0, weight_decay=0.01, eval_every=100,
+            patience=5, train_token_budget=0),
+        "frozen": BudgetParams(
+            optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
+            epochs=10.0, max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=100,
+            patience=5, train_token_budget=0),
     },
     "paper": {
-        "finetune": dict(optimizer="adam", lr=1e-5, schedule="linear", warmup_ratio=0.0, batch_size=32,
-                         epochs=10.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
-                         patience=0, train_token_budget=0),
-        "frozen": dict(optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
-                       epochs=20.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
-                       patience=0, train_token_budget=0),
+        "finetune": BudgetParams(
+            optimizer="adam", lr=1e-5, schedule="linear", warmup_ratio=0.0, batch_size=32,
+            epochs=10.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
+            patience=0, train_token_budget=0),
+        "frozen": BudgetParams(
+            optimizer="adam", lr=1e-3, schedule="constant", warmup_ratio=0.0, batch_size=32,
+            epochs=20.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
+            patience=0, train_token_budget=0),
         # Tamkin et al. fine-tune reinitialised / permuted models with Adam 2e-5, batch 8.
-        "tamkin": dict(optimizer="adam", lr=2e-5, schedule="constant", warmup_ratio=0.0, batch_size=8,
-                       epochs=3.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
-                       patience=0, train_token_budget=0),
+        "tamkin": BudgetParams(
+            optimizer="adam", lr=2e-5, schedule="constant", warmup_ratio=0.0, batch_size=8,
+            epochs=3.0, max_steps=0, grad_clip=0.0, weight_decay=0.0, eval_every=200,
+            patience=0, train_token_budget=0),
     },
 }
 _TAMKIN = ("reinit_after", "reinit_block", "reinit_layer", "permute_layers")
-TRAIN_FIELDS = tuple(_TRAIN_DEFAULTS["quick"]["finetune"])
 
 
 def _family(budget: str, protocol: str) -> str:
@@ -96,7 +136,7 @@ def train_defaults(budget: str, protocol: str) -> dict[str, Any]:
     """The training hyper-parameters a budget gives a protocol (what `None` fields resolve to)."""
     if budget not in _TRAIN_DEFAULTS:
         raise LabError(f"unknown budget {budget!r}; valid budgets: {', '.join(BUDGETS)}")
-    return dict(_TRAIN_DEFAULTS[budget][_family(budget, protocol)])
+    return dataclasses.asdict(_TRAIN_DEFAULTS[budget][_family(budget, protocol)])
 
 
 Pairs = tuple[tuple[str, Any], ...]
@@ -115,7 +155,19 @@ def _freeze(value: Any) -> Any:
     return value
 
 
+def _budget_fields(cls: type) -> type:
+    """Give the class body an optional field per :class:`BudgetParams` field (``lr: float | None = None``),
+    after its own fields, so every training hyper-parameter is declared once, in TrainParams."""
+    annotations = cls.__dict__.get("__annotations__", {})
+    for f in BUDGET_PARAMS:
+        annotations[f.name] = f"{f.type} | None"  # a string, as `from __future__ import annotations` writes it
+        setattr(cls, f.name, None)
+    cls.__annotations__ = annotations
+    return cls
+
+
 @dataclass(frozen=True)
+@_budget_fields
 class RunSpec:
     model: str = "minilm"
     init: str = "pretrained"
@@ -135,19 +187,7 @@ class RunSpec:
     precision: str = "auto"  # auto: bf16 where the CPU or GPU has native bf16, else fp32
     slice_vocab: bool = True  # train only the embedding rows the data uses (identical results, faster)
     seed: int = 0
-    # Training hyper-parameters; None resolves from the budget table.
-    optimizer: str | None = None
-    lr: float | None = None
-    schedule: str | None = None
-    warmup_ratio: float | None = None
-    batch_size: int | None = None
-    epochs: float | None = None
-    max_steps: int | None = None  # 0: run for `epochs`; > 0: stop after this many steps
-    grad_clip: float | None = None  # 0: off
-    weight_decay: float | None = None
-    eval_every: int | None = None  # steps between validation evaluations (0: once per epoch)
-    patience: int | None = None  # evaluations without improvement before stopping early (0: off)
-    train_token_budget: int | None = None  # cap on train tokens per epoch (0: no cap)
+    # Then one optional field per BudgetParams field, added by _budget_fields (None: the budget's value).
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
@@ -250,10 +290,9 @@ def make_spec(**values: Any) -> RunSpec:
     _check("precision", spec.precision, PRECISIONS)
     _check("budget", spec.budget, BUDGETS)
     _check("mapping", spec.mapping, MAPPING_KINDS)
-    if spec.optimizer is not None:
-        _check("optimizer", spec.optimizer, OPTIMIZERS)
-    if spec.schedule is not None:
-        _check("schedule", spec.schedule, SCHEDULES)
+    for f in BUDGET_PARAMS:
+        if "choices" in f.metadata and getattr(spec, f.name) is not None:
+            _check(f.name, getattr(spec, f.name), f.metadata["choices"])
     parse_train_size(spec.train_size)
     if spec.mapping == "table" and not spec.mapping_table:
         raise LabError("mapping 'table' needs mapping_table rows (symbol, id); give --mapping-table A:1012,C:1013,...")
@@ -307,15 +346,3 @@ def resolve(spec: RunSpec, input_kind: str) -> RunSpec:
         changes["mapping_table"] = ()
     return dataclasses.replace(spec, **changes)
 
-
-@dataclass(frozen=True)
-class SweepAxes:
-    """Lists of values per field; the sweep is their cartesian product (seeds last)."""
-
-    axes: tuple[tuple[str, tuple[Any, ...]], ...] = field(default_factory=tuple)
-
-    def expand(self, base: RunSpec) -> list[RunSpec]:
-        specs = [base]
-        for name, values in self.axes:
-            specs = [s.replace(**{name: v}) for s in specs for v in values]
-        return specs

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from labcore.encode import Batch, Encoded, iterate
+from labcore.spec import TrainParams
 
 StopFn = Callable[[], "str | None"]
 ForwardFn = Callable[[Batch], torch.Tensor]
@@ -33,24 +34,25 @@ EvaluateFn = Callable[[], dict[str, float]]  # -> {"value": metric, "loss": loss
 CONVERGE_TOLERANCE = 0.01
 
 
+# The smallest evaluation batch, in examples. Evaluation holds no gradients or optimizer state, so its
+# batches are twice the training batch (:attr:`TrainConfig.eval_batch_size`), never fewer than this.
+EVAL_BATCH_MIN = 32
+
+
 @dataclass(frozen=True)
-class TrainConfig:
-    optimizer: str
-    lr: float
-    schedule: str
-    warmup_ratio: float
-    batch_size: int
-    epochs: float
-    max_steps: int
-    grad_clip: float
-    weight_decay: float
-    eval_every: int
-    patience: int
+class TrainConfig(TrainParams):
+    """The training hyper-parameters (:class:`labcore.spec.TrainParams`) and what the run decides."""
+
     seed: int
     loss: str  # "ce" | "bce" | "mse"
     precision: str  # "bf16" | "fp32" (already resolved)
     device: str = "cpu"
     checkpoint_every: int = 0  # steps between resume checkpoints (0: only when stopped)
+
+    @property
+    def eval_batch_size(self) -> int:
+        """Examples per batch when evaluating or predicting."""
+        return max(EVAL_BATCH_MIN, 2 * self.batch_size)
 
     def total_steps(self, n_train: int) -> int:
         per_epoch = max(1, math.ceil(n_train / self.batch_size))

@@ -109,20 +109,15 @@ with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
     st.caption(f"Defaults of the {budget} budget for this protocol; change one and only that one goes into the "
                f"spec.")
     cols = st.columns(4)
-    fields = [
-        ("optimizer", "select", list(spec_lib.OPTIMIZERS)), ("lr", "float", None), ("schedule", "select",
-                                                                                   list(spec_lib.SCHEDULES)),
-        ("warmup_ratio", "float", None), ("batch_size", "int", None), ("epochs", "float", None),
-        ("max_steps", "int", None), ("eval_every", "int", None), ("patience", "int", None),
-        ("grad_clip", "float", None), ("weight_decay", "float", None), ("train_token_budget", "int", None),
-    ]
-    for i, (name, kind, options) in enumerate(fields):
+    for i, param in enumerate(spec_lib.BUDGET_PARAMS):  # one widget per hyper-parameter
         col = cols[i % 4]
+        name = param.name
         widget = f"exp.adv.{budget}.{family}.{name}"  # new defaults (budget, protocol family) reset the widget
         default = defaults[name]
-        if kind == "select":
+        if "choices" in param.metadata:
+            options = list(param.metadata["choices"])
             value = col.selectbox(name, options, index=options.index(default), key=widget)
-        elif kind == "int":
+        elif param.type == "int":
             value = int(col.number_input(name, value=int(default), step=1, min_value=0, key=widget))
         else:
             value = float(col.number_input(name, value=float(default), format="%g", min_value=0.0, key=widget))

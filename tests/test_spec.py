@@ -88,3 +88,49 @@ def test_record_round_trips_identically():
                        steps_to_converge=2, notes=["n"])
     assert RunRecord.from_json(record.to_json()) == record
     assert RunRecord.from_json(record.to_json()).to_json() == record.to_json()
+
+
+def test_training_hyper_parameters_are_declared_once():
+    import dataclasses
+
+    from labcore import spec as spec_module
+    from labcore.spec import BudgetParams, TrainParams
+
+    budget_fields = dataclasses.fields(BudgetParams)
+    names = tuple(f.name for f in budget_fields)
+    assert spec_module.TRAIN_FIELDS == names
+    # RunSpec ends with one optional field per hyper-parameter, typed as declared, defaulting to None.
+    tail = dataclasses.fields(RunSpec)[-len(names):]
+    assert [(f.name, f.type, f.default) for f in tail] == [(f.name, f"{f.type} | None", None) for f in budget_fields]
+    # Every budget table entry gives every field a value of the declared type.
+    for budget, families in spec_module._TRAIN_DEFAULTS.items():
+        for family, params in families.items():
+            assert isinstance(params, BudgetParams), (budget, family)
+            for f in budget_fields:
+                assert type(getattr(params, f.name)).__name__ == f.type, (budget, family, f.name)
+            for f in budget_fields:
+                if "choices" in f.metadata:
+                    assert getattr(params, f.name) in f.metadata["choices"]
+    assert set(f.name for f in dataclasses.fields(TrainParams)) < set(names)
+
+
+def test_train_config_takes_every_loop_hyper_parameter_from_the_spec():
+    import dataclasses
+
+    from labcore.run import train_config
+    from labcore.spec import TrainParams
+
+    spec = resolve(make_spec(lr=0.5, batch_size=24, patience=3, protocol="frozen"), "tokens")
+    cfg = train_config(spec, loss="ce", precision="fp32", device="cpu")
+    for f in dataclasses.fields(TrainParams):
+        assert getattr(cfg, f.name) == getattr(spec, f.name)
+    assert (cfg.seed, cfg.loss, cfg.precision, cfg.checkpoint_every) == (spec.seed, "ce", "fp32", 0)
+    assert cfg.eval_batch_size == 48
+    assert dataclasses.replace(cfg, batch_size=8).eval_batch_size == 32
+
+
+def test_optimizer_and_schedule_choices_are_checked():
+    with pytest.raises(LabError, match="adam, adamw"):
+        make_spec(optimizer="sgd")
+    with pytest.raises(LabError, match="linear, constant"):
+        make_spec(schedule="cosine")
