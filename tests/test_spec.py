@@ -134,3 +134,26 @@ def test_optimizer_and_schedule_choices_are_checked():
         make_spec(optimizer="sgd")
     with pytest.raises(LabError, match="linear, constant"):
         make_spec(schedule="cosine")
+
+
+def test_spec_choices_are_the_registries_names():
+    # spec is the bottom layer (no torch, no models or data), so it spells the names out; these must match.
+    from labcore import mapping, spec as spec_module, train
+    from labcore.models import INITS, INPUT_ADAPTERS, POOLINGS
+    from labcore.protocols import PROTOCOLS
+
+    assert spec_module.INITS == tuple(INITS.names())
+    assert spec_module.INPUT_ADAPTERS == ("auto", *INPUT_ADAPTERS.names())
+    assert spec_module.POOLINGS == ("auto", *POOLINGS.names())
+    assert spec_module.MAPPING_KINDS == ("auto", *mapping.KINDS.names(), "none")
+    assert spec_module.OPTIMIZERS == tuple(train.OPTIMIZERS)
+    assert set(spec_module.FROZEN_FAMILY) <= set(PROTOCOLS.names())
+    assert set(spec_module._TAMKIN) <= set(PROTOCOLS.names())
+    assert RunSpec.protocol in PROTOCOLS and RunSpec.init in INITS
+
+
+def test_spec_imports_no_torch_models_or_data():
+    code = ("import sys, labcore.spec; bad = [m for m in sys.modules if m == 'torch' or m == 'streamlit' or "
+            "m.startswith(('labcore.models', 'labcore.data', 'labcore.protocols'))]; print(bad)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
