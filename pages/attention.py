@@ -147,7 +147,7 @@ tokens_table = pd.DataFrame({"position": range(len(maps.symbols)), "symbol": map
                              "vocabulary token": maps.vocab_tokens})
 with st.expander("The input, position by position: the discipline's symbols and the vocabulary tokens fed to the "
                  "model", expanded=False):
-    if maps.vectors is not None and info.name.startswith("image") and maps.vectors.ndim == 2:
+    if maps.vectors is not None and info.vectors_are_patches and maps.vectors.ndim == 2:
         from labcore.data.images import patches_to_image
 
         patch = int(round(math.sqrt(maps.vectors.shape[1])))

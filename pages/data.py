@@ -161,7 +161,7 @@ def discipline_tab() -> None:
 
     st.markdown("**Examples from the training split, in their own symbols**")
     for example in summary["examples"]:
-        image = _image(example["vectors"]) if example.get("vectors") and info.name.startswith("image") else None
+        image = _image(example["vectors"]) if example.get("vectors") and info.vectors_are_patches else None
         if image is not None:
             c1, c2 = st.columns([1, 6])
             c1.image(image, width=72)

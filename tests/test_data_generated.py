@@ -37,6 +37,9 @@ def test_xor_info_matches_the_paper_shape():
     assert (info.input_kind, info.output_kind, info.metric) == ("vectors", "multilabel", "bit_accuracy")
     assert (info.vector_dim, info.n_bits, info.max_length, info.num_outputs) == (1, 5, 10, 5)
     assert "disjoint" in info.notes and info.citation
+    assert info.bit_groups == 2 and info.show_bits("0110110001") == "01101 10001"
+    memory = data.get("bits-memory")
+    assert memory.info(memory.Params()).show_bits("0110") == "0110"
 
 
 def test_xor_targets_are_the_elementwise_xor():

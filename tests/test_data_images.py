@@ -35,6 +35,23 @@ def test_patch_order_is_row_major():
     assert vectors[4].tolist() == [16, 17, 24, 25]  # then the second row of patches
 
 
+def test_patches_image_shows_square_grey_patches_only():
+    image = np.random.default_rng(0).random((8, 8)) * 1.4 - 0.2
+    vectors = images.images_to_patches(image[None], 2)[0]
+    assert np.array_equal(images.patches_image(vectors.tolist()), np.clip(image, 0, 1))
+    assert images.patches_image(np.zeros((16, 12))) is None  # 2x2 patches of 3 channels
+    assert images.patches_image(np.zeros((6, 4))) is None  # not a square grid
+    assert images.patches_image(np.zeros(16)) is None
+
+
+def test_image_disciplines_say_their_vectors_are_patches():
+    for name in ("image-digits", "image-mnist"):
+        discipline = data.get(name)
+        assert discipline.info(discipline.Params()).vectors_are_patches
+    xor = data.get("bits-xor")
+    assert not xor.info(xor.Params()).vectors_are_patches
+
+
 def test_patch_helpers_name_the_shape_problem():
     with pytest.raises(DataValidationError, match=r"expected shape \(16, 4\)"):
         images.patches_to_image(np.zeros((15, 4)), 2, 8)

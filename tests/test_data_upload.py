@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from labcore import data as disciplines
-from labcore.data import upload
+from labcore.data import music, upload
+from labcore.data.base import stratified_split
 from labcore.data.upload import UploadLimits, save_upload
 from labcore.errors import DataValidationError, LabError, UnknownNameError
 
@@ -224,7 +225,7 @@ def test_midi_notes_sorted_by_onset_then_pitch():
     midi.instruments += [a, b]
     buffer = io.BytesIO()
     midi.write(buffer)
-    assert upload._midi_pitches(buffer.getvalue(), "x.mid") == [60, 64, 67]
+    assert music.pitches_from_midi(buffer.getvalue()) == [60, 64, 67]
 
 
 def test_midi_refusals_name_the_entry():
@@ -295,7 +296,7 @@ def test_npz_images_become_padded_patches():
     assert info.max_length == 4  # 6x5 padded to 8x8: 2x2 patches
     assert info.class_names == ("cat", "dog")
     dataset, dinfo = disciplines.load("upload:pets", progress=lambda _m: None)
-    assert dinfo.input_kind == "vectors" and dinfo.vector_dim == 16
+    assert dinfo.input_kind == "vectors" and dinfo.vector_dim == 16 and dinfo.vectors_are_patches
     assert sum(len(dataset[s]) for s in dataset) == 20
     # Reassemble image 0 from its patches: raster order, zero padding, uint8 scaled to [0, 1].
     patches = upload._patches(images[:1, ..., None].astype(np.float32) / 255, 4, 512, "x")
@@ -395,7 +396,7 @@ def test_same_seed_same_split_other_seed_other_split():
 
 def test_stratified_split_keeps_classes_and_groups():
     labels = [0] * 50 + [1] * 30 + [2] * 20
-    train, val, test = upload.stratified_split(labels, seed=3)
+    train, val, test = stratified_split(labels, upload.SPLIT_FRACTIONS, seed=3, dealt=True)
     assert sorted(train + val + test) == list(range(100))
     assert (len(train), len(val), len(test)) == (80, 10, 10)
     for part, share in ((train, 0.8), (val, 0.1), (test, 0.1)):
@@ -403,7 +404,7 @@ def test_stratified_split_keeps_classes_and_groups():
             assert abs(sum(labels[i] == c for i in part) - n * share) <= 1
     groups = [f"g{i // 3}" for i in range(60)]
     group_labels = [int(g[1:]) % 2 for g in groups]
-    parts = upload.stratified_split(group_labels, seed=0, groups=groups)
+    parts = stratified_split(group_labels, upload.SPLIT_FRACTIONS, seed=0, groups=groups, dealt=True)
     seen = [{groups[i] for i in part} for part in parts]
     assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
 

@@ -24,7 +24,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Sequence
 
 from labcore import paths
 from labcore.errors import LabError
@@ -61,6 +61,11 @@ class DisciplineInfo:
     n_bits: int = 0  # multilabel: number of output bits
     max_length: int = 0  # longest sequence the builder emits (tokens/vectors), 0 for text
     vote_by_group: bool = False  # evaluation votes over the windows of a group
+    # vectors: each vector is a square image patch, patches in row-major order (see data.images): shown
+    # as the image, positions named "patch i"
+    vectors_are_patches: bool = False
+    # vectors of one bit: the input joins this many bit strings of equal length (bits-xor: 2), shown apart
+    bit_groups: int = 1
     assets: tuple[str, ...] = ()  # names in labcore.assets.ASSETS this discipline needs
     notes: str = ""  # split rule, caps, anything a user should know
 
@@ -80,6 +85,14 @@ class DisciplineInfo:
         if self.output_kind == "multilabel":
             return self.n_bits
         return 1
+
+    def show_bits(self, bits: str) -> str:
+        """A string of the input's bits (one-bit vectors), its :attr:`bit_groups` strings set apart."""
+        size = len(bits) // self.bit_groups
+        if self.bit_groups < 2 or not size:
+            return bits
+        cuts = [bits[i * size:(i + 1) * size] for i in range(self.bit_groups - 1)]
+        return " ".join(cuts + [bits[(self.bit_groups - 1) * size:]])
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -162,6 +175,56 @@ def group_split(groups: list[str], fractions: tuple[float, float, float],
     out: tuple[list[int], list[int], list[int]] = ([], [], [])
     for row, group in enumerate(groups):
         out[where[group]].append(row)
+    return out
+
+
+# Ten slots of a dealt 80/10/10 split (see stratified_split): 8 train, 1 validation, 1 test.
+_DEALT_SLOTS = (0, 0, 0, 0, 1, 0, 0, 0, 0, 2)
+
+
+def stratified_split(labels: Sequence[Any], fractions: tuple[float, float, float], seed: int, *,
+                     groups: Sequence[str] | None = None,
+                     dealt: bool = False) -> tuple[list[int], list[int], list[int]]:
+    """Seeded train/validation/test split of row indices that keeps each class's share in every split.
+
+    The units (rows, or with ``groups`` whole groups, whose rows share one label) of each class are
+    shuffled, classes in sorted order. By default each class is then cut by its own rounded
+    ``fractions``: its first units to train, the next to validation, the rest to test. With ``dealt``
+    (80/10/10 only) the units are dealt class after class over a repeating pattern of ten slots
+    (8 train, 1 validation, 1 test): the totals match 80/10/10, and a class too small for three splits
+    still counts toward them instead of leaving validation or test empty. Each split lists its rows
+    in order.
+    """
+    import numpy as np
+
+    if dealt and tuple(fractions) != (0.8, 0.1, 0.1):
+        raise ValueError(f"a dealt split is 80/10/10, not {fractions}")
+    keys = list(groups) if groups is not None else list(range(len(labels)))
+    by_label: dict[Any, list[Any]] = {}
+    seen: set[Any] = set()
+    for key, label in zip(keys, labels):
+        if key not in seen:  # a group's rows share one label (one file, one class folder)
+            seen.add(key)
+            by_label.setdefault(label, []).append(key)
+    rng = np.random.default_rng(seed)
+    where: dict[Any, int] = {}
+    slot = 0
+    for label in sorted(by_label):
+        units = sorted(by_label[label])
+        order = [units[i] for i in rng.permutation(len(units))]
+        if dealt:
+            for unit in order:
+                where[unit] = _DEALT_SLOTS[slot % len(_DEALT_SLOTS)]
+                slot += 1
+            continue
+        n_val = int(round(len(order) * fractions[1]))
+        n_test = int(round(len(order) * fractions[2]))
+        n_train = len(order) - n_val - n_test
+        for i, unit in enumerate(order):
+            where[unit] = 0 if i < n_train else 1 if i < n_train + n_val else 2
+    out: tuple[list[int], list[int], list[int]] = ([], [], [])
+    for row, key in enumerate(keys):
+        out[where[key]].append(row)
     return out
 
 

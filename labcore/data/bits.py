@@ -143,7 +143,7 @@ class BitsXor(Discipline):
                      f"{space:,} in all to make them disjoint.")
         return DisciplineInfo(
             name=self.name, title=self.title, input_kind="vectors", output_kind="multilabel",
-            metric="bit_accuracy", vector_dim=1, n_bits=params.n_bits, max_length=2 * params.n_bits,
+            metric="bit_accuracy", vector_dim=1, n_bits=params.n_bits, max_length=2 * params.n_bits, bit_groups=2,
             citation=f"{_FPT}, §2.1 Bit XOR",
             source="generated here (seeded)", licence=_GENERATED_LICENCE,
             notes=(f"Two random strings of {params.n_bits} bits shown one bit per token (0.0 or 1.0, as "

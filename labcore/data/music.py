@@ -125,12 +125,23 @@ def note_names() -> tuple[str, ...]:
     return tuple(pretty_midi.note_number_to_name(i) for i in range(128))
 
 
+class UnreadableMidiError(DataValidationError):
+    """A file or bytes that are not MIDI we can read; ``why`` names the parser's error in one line."""
+
+    def __init__(self, message: str, why: str) -> None:
+        super().__init__(message)
+        self.why = why
+
+
 def pitches_from_midi(source: str | os.PathLike | bytes | bytearray) -> list[int]:
     """MIDI pitches (0-127) of all notes of all non-drum instruments, ordered by onset, then pitch.
 
-    ``source`` is a path to a MIDI file or the file's bytes. Notes that start together come lowest
-    first, so a chord reads bottom-up; equal notes (a unison of two voices) are both kept.
+    ``source`` is a path to a MIDI file or the file's bytes (an upload's zip entry: untrusted). Notes
+    that start together come lowest first, so a chord reads bottom-up; equal notes (a unison of two
+    voices) are both kept. Raises :class:`UnreadableMidiError` for what is not a readable MIDI file.
     """
+    import warnings
+
     import pretty_midi
 
     if isinstance(source, (bytes, bytearray, memoryview)):
@@ -141,17 +152,22 @@ def pitches_from_midi(source: str | os.PathLike | bytes | bytearray) -> list[int
         if not path.is_file():
             raise DataValidationError(f"MIDI file {path} does not exist; check the path")
         handle, label = str(path), str(path)
-    try:
-        midi = pretty_midi.PrettyMIDI(handle)
-    except Exception as error:  # mido and pretty_midi raise a variety of types for bad files
-        raise DataValidationError(
-            f"could not read {label} as MIDI ({type(error).__name__}: {error}); provide a standard "
-            f"MIDI file (.mid), e.g. one exported by a notation program or sequencer") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # pretty_midi warns about odd meta events; pitches are unaffected
+        try:
+            midi = pretty_midi.PrettyMIDI(handle)
+        # mido and pretty_midi raise OSError, EOFError, ValueError, KeyError, IndexError... for broken
+        # files; every one of them means "not a MIDI file we can read".
+        except Exception as error:  # noqa: BLE001
+            why = f"{type(error).__name__}: {str(error)[:120]}" if str(error) else type(error).__name__
+            raise UnreadableMidiError(
+                f"could not read {label} as MIDI ({type(error).__name__}: {error}); provide a standard "
+                f"MIDI file (.mid), e.g. one exported by a notation program or sequencer", why) from None
     # pretty_midi derives every onset from one shared tick->seconds table, so notes on the same tick
     # get exactly the same float start and the pitch tie-break is reliable.
     notes = sorted((note.start, note.pitch) for instrument in midi.instruments if not instrument.is_drum
                    for note in instrument.notes)
-    return [pitch for _, pitch in notes]
+    return [pitch for _, pitch in notes if 0 <= pitch <= 127]
 
 
 def spaced(chunks: list[list[int]], limit: int) -> list[list[int]]:

@@ -51,7 +51,6 @@ import os
 import re
 import shutil
 import tempfile
-import warnings
 import zipfile
 import zlib
 from dataclasses import dataclass
@@ -60,7 +59,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Sequence
 
 from labcore import paths
-from labcore.data.base import Discipline, DisciplineInfo
+from labcore.data.base import Discipline, DisciplineInfo, stratified_split
 from labcore.errors import DataValidationError, LabError, UnknownNameError
 
 NAME_PATTERN = re.compile(r"[a-z0-9-]{1,40}")
@@ -525,37 +524,9 @@ class _ReadBudget:
         return b"".join(chunks)
 
 
-@functools.lru_cache(maxsize=1)
-def _note_names() -> tuple[str, ...]:
-    import pretty_midi
-
-    return tuple(pretty_midi.note_number_to_name(p) for p in range(128))
-
-
-def _midi_pitches(data: bytes, where: str) -> list[int]:
-    """Pitches of the non-drum notes, by onset then pitch (the rule of ``music.pitches_from_midi``).
-
-    Kept here while the music discipline settles; both must read MIDI one way, so this should become
-    a call to ``labcore.data.music.pitches_from_midi`` that adds the zip entry's name to its error.
-    """
-    import pretty_midi
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # pretty_midi warns about odd meta events; pitches are unaffected
-        try:
-            midi = pretty_midi.PrettyMIDI(io.BytesIO(data))
-        # Untrusted bytes: mido and pretty_midi raise OSError, EOFError, ValueError, KeyError,
-        # IndexError... for broken files; every one of them means "not a MIDI file we can read".
-        except Exception as error:  # noqa: BLE001
-            why = f"{type(error).__name__}: {str(error)[:120]}" if str(error) else type(error).__name__
-            raise DataValidationError(f"{where}: not a readable MIDI file ({why}); export it again as a "
-                                      f"standard MIDI file or remove it from the zip") from None
-    notes = sorted((note.start, note.pitch) for instrument in midi.instruments if not instrument.is_drum
-                   for note in instrument.notes)
-    return [pitch for _, pitch in notes if 0 <= pitch <= 127]
-
-
 def _parse_midi_zip(data: bytes, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
+    from labcore.data.music import UnreadableMidiError, note_names, pitches_from_midi, windows
+
     archive = _open_zip(data, source, limits)
     budget = _ReadBudget(source, limits.max_unpacked_bytes)
     window = options.max_length
@@ -576,14 +547,18 @@ def _parse_midi_zip(data: bytes, source: str, options: UploadOptions, limits: Up
                 raise DataValidationError(f"{source}: {entry.filename!r} is not inside a class folder; put "
                                           f"each MIDI file in a folder named after its class "
                                           f"(composerA/piece1.mid)")
-            pitches = _midi_pitches(budget.read(archive, entry), f"{source}: {entry.filename}")
+            try:
+                pitches = pitches_from_midi(budget.read(archive, entry))
+            except UnreadableMidiError as error:
+                raise DataValidationError(f"{source}: {entry.filename}: not a readable MIDI file ({error.why}); "
+                                          f"export it again as a standard MIDI file or remove it from the "
+                                          f"zip") from None
             if not pitches:
                 raise DataValidationError(f"{source}: {entry.filename}: no notes outside drum tracks; remove "
                                           f"the file from the zip")
             # Full windows only, as the music discipline cuts them (equal-length examples, so no
             # short tail gets a full vote); a piece shorter than one window is kept whole.
-            cuts = [pitches[i:i + window] for i in range(0, len(pitches) - window + 1, window)] or [pitches]
-            for cut in cuts:
+            for cut in windows(pitches, window):
                 tokens.append(cut)
                 labels.append(parts[-2])
                 groups.append("/".join(parts))
@@ -593,7 +568,7 @@ def _parse_midi_zip(data: bytes, source: str, options: UploadOptions, limits: Up
     class_names = tuple(sorted(set(labels)))
     return ParsedUpload(
         input_kind="tokens", class_names=class_names, labels=[class_names.index(c) for c in labels],
-        tokens=tokens, groups=groups, alphabet=_note_names(), longest=max(len(t) for t in tokens),
+        tokens=tokens, groups=groups, alphabet=note_names(), longest=max(len(t) for t in tokens),
         ignored=ignored)
 
 
@@ -696,9 +671,9 @@ def _parse_npz(data: bytes, source: str, options: UploadOptions, limits: UploadL
 
 def _patches(images, patch: int, max_patches: int, source: str):
     """[N,H,W,C] -> [N, patches, patch*patch*C], zero-padding H and W up to a multiple of ``patch``."""
-    import numpy as np
+    from labcore.data.images import cut_patches
 
-    n, height, width, channels = images.shape
+    _, height, width, _ = images.shape
     rows, cols = -(-height // patch), -(-width // patch)
     if rows * cols > max_patches:
         better = next(p for p in range(patch, max(height, width) + 1)
@@ -706,42 +681,10 @@ def _patches(images, patch: int, max_patches: int, source: str):
         raise DataValidationError(f"{source}: images of {height}x{width} give {rows * cols} patches of "
                                   f"{patch}x{patch}, more than max_length {max_patches}; upload again with "
                                   f"patch_size={better}, a larger max_length, or smaller images")
-    padded = np.pad(images, ((0, 0), (0, rows * patch - height), (0, cols * patch - width), (0, 0)))
-    grid = padded.reshape(n, rows, patch, cols, patch, channels).transpose(0, 1, 3, 2, 4, 5)
-    return np.ascontiguousarray(grid.reshape(n, rows * cols, patch * patch * channels))
+    return cut_patches(images, patch)
 
 
 # ------------------------------------------------------------------------------------- discipline
-
-
-def stratified_split(labels: Sequence[int], seed: int, groups: Sequence[str] | None = None
-                     ) -> tuple[list[int], list[int], list[int]]:
-    """Seeded 80/10/10 row split, stratified by class; with ``groups``, whole groups are dealt.
-
-    Units (rows, or groups) are shuffled within each class and dealt class after class over a
-    repeating pattern of ten slots (8 train, 1 validation, 1 test). Every class so gets its share up
-    to rounding, the totals match 80/10/10, and a class too small for three splits still counts
-    toward the totals instead of leaving validation or test empty.
-    """
-    import numpy as np
-
-    pattern = (0, 0, 0, 0, 1, 0, 0, 0, 0, 2)
-    keys = list(groups) if groups is not None else list(range(len(labels)))
-    unit_label: dict[Any, int] = {}
-    for key, label in zip(keys, labels):
-        unit_label.setdefault(key, label)  # a group's rows share one label (one file, one class folder)
-    rng = np.random.default_rng(seed)
-    where: dict[Any, int] = {}
-    slot = 0
-    for label in sorted(set(unit_label.values())):
-        units = sorted(k for k, lab in unit_label.items() if lab == label)
-        for i in rng.permutation(len(units)):
-            where[units[i]] = pattern[slot % len(pattern)]
-            slot += 1
-    out: tuple[list[int], list[int], list[int]] = ([], [], [])
-    for row, key in enumerate(keys):
-        out[where[key]].append(row)
-    return out
 
 
 @functools.lru_cache(maxsize=None)
@@ -781,7 +724,7 @@ class UploadedDiscipline(Discipline):
             name=self.name, title=self.title, input_kind=up.input_kind, output_kind="class",
             metric="accuracy", citation="User upload", source=up.filename, licence="as provided by the user",
             alphabet=up.alphabet, vector_dim=up.vector_dim, class_names=up.class_names,
-            max_length=up.max_length, vote_by_group=up.kind == "midi",
+            max_length=up.max_length, vote_by_group=up.kind == "midi", vectors_are_patches=up.kind == "npz",
             notes=f"Uploaded {up.created} ({up.kind}, sha256 {up.fingerprint}). {up.n_examples} examples: "
                   f"{counts}. Seeded 80/10/10 split, stratified {how}.{extra}",
         )
@@ -818,7 +761,8 @@ class UploadedDiscipline(Discipline):
         if parsed.groups is not None:
             columns["group"] = parsed.groups
         full = datasets.Dataset.from_dict(columns)
-        train, val, test = stratified_split(parsed.labels, params.seed, parsed.groups)
+        train, val, test = stratified_split(parsed.labels, SPLIT_FRACTIONS, params.seed, groups=parsed.groups,
+                                            dealt=True)
         return datasets.DatasetDict(train=full.select(train), validation=full.select(val),
                                     test=full.select(test))
 
