@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -16,42 +16,60 @@ def condition(record: RunRecord, repeat_fields: Sequence[str] = REPEAT_FIELDS) -
     return tuple(sorted((k, str(v)) for k, v in record.spec.items() if k not in repeat_fields))
 
 
+def varying(specs: Sequence[Mapping[str, Any]], ignore: Sequence[str] = REPEAT_FIELDS) -> list[str]:
+    """The fields, sorted, whose value differs between ``specs`` (plain spec dicts), ``ignore`` apart."""
+    keys = sorted({k for spec in specs for k in spec} - set(ignore))
+    return [k for k in keys if len({str(spec.get(k)) for spec in specs}) > 1]
+
+
 def varying_fields(records: Sequence[RunRecord], repeat_fields: Sequence[str] = REPEAT_FIELDS) -> list[str]:
     """Spec fields whose value differs between the records' conditions (what a table must show)."""
-    keys = sorted({k for r in records for k in r.spec} - set(repeat_fields))
-    return [k for k in keys if len({str(r.spec.get(k)) for r in records}) > 1]
+    return varying([r.spec for r in records], repeat_fields)
 
 
-def sweep_table(records: Iterable[RunRecord], repeat_fields: Sequence[str] = REPEAT_FIELDS) -> pd.DataFrame:
-    """One row per condition: the varying fields, n, mean ± std and the 95 % t-interval of the test metric.
+def by_condition(records: Iterable[RunRecord], repeat_fields: Sequence[str] = REPEAT_FIELDS) -> list[list[RunRecord]]:
+    """The records grouped by condition (every spec field but ``repeat_fields``), in order of first appearance."""
+    groups: dict[tuple, list[RunRecord]] = {}
+    for record in records:
+        groups.setdefault(condition(record, repeat_fields), []).append(record)
+    return list(groups.values())
 
-    Runs that did not finish (`failed`, `cancelled`, ...) are counted in `not_done` and left out of
-    the statistics, so a table never mixes half-trained models into a mean.
+
+def condition_stats(members: Sequence[RunRecord]) -> dict[str, Any]:
+    """What a table row says of one condition's runs: ``n`` finished and ``not_done``; where any finished,
+    the ``mean``, ``std`` and 95 % t-interval (``ci_low``, ``ci_high``) of their test metric, their mean
+    ``steps_to_converge`` and ``wall_time_s``, and the ``majority`` baseline (None where unknown).
+
+    Runs that did not finish (`failed`, `cancelled`, ...) count only in ``not_done``, so a statistic
+    never mixes half-trained models into a mean.
     """
     from labcore import metrics
 
+    done = [r for r in members if r.status == "done" and r.test_value is not None]
+    row: dict[str, Any] = {"n": len(done), "not_done": len(members) - len(done)}
+    if done:
+        agg = metrics.aggregate([r.test_value for r in done])
+        row.update(mean=agg.mean, std=agg.std, ci_low=agg.ci_low, ci_high=agg.ci_high)
+        steps = [r.steps_to_converge for r in done if r.steps_to_converge is not None]
+        row["steps_to_converge"] = sum(steps) / len(steps) if steps else None
+        majority = [r.baseline.get("majority") for r in done if r.baseline.get("majority") is not None]
+        row["majority"] = majority[0] if majority else None
+        row["wall_time_s"] = sum(r.wall_time_s for r in done) / len(done)
+    return row
+
+
+def sweep_table(records: Iterable[RunRecord], repeat_fields: Sequence[str] = REPEAT_FIELDS) -> pd.DataFrame:
+    """One row per condition: the varying fields, n, mean ± std and the 95 % t-interval of the test metric
+    (:func:`condition_stats`)."""
     records = list(records)
     if not records:
         return pd.DataFrame()
     shown = varying_fields(records, repeat_fields) or ["model", "init", "discipline", "protocol"]
-    groups: dict[tuple, list[RunRecord]] = {}
-    for record in records:
-        groups.setdefault(condition(record, repeat_fields), []).append(record)
     rows = []
-    for members in groups.values():
-        done = [r for r in members if r.status == "done" and r.test_value is not None]
+    for members in by_condition(records, repeat_fields):
         first = members[0]
         row = {field: first.spec.get(field) for field in shown}
         row["metric"] = first.metric
-        row["n"] = len(done)
-        row["not_done"] = len(members) - len(done)
-        if done:
-            agg = metrics.aggregate([r.test_value for r in done])
-            row.update(mean=agg.mean, std=agg.std, ci_low=agg.ci_low, ci_high=agg.ci_high)
-            steps = [r.steps_to_converge for r in done if r.steps_to_converge is not None]
-            row["steps_to_converge"] = sum(steps) / len(steps) if steps else None
-            majority = [r.baseline.get("majority") for r in done if r.baseline.get("majority") is not None]
-            row["majority"] = majority[0] if majority else None
-            row["wall_time_s"] = sum(r.wall_time_s for r in done) / len(done)
+        row.update(condition_stats(members))
         rows.append(row)
     return pd.DataFrame(rows)

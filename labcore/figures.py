@@ -282,15 +282,12 @@ def distinct_roles(labels: Sequence[str], inits: Sequence[str]) -> list[str]:
 def group_by_condition(records: Iterable[RunRecord], *, with_discipline: bool = False,
                        fields: Sequence[str] | None = None) -> dict[str, list[RunRecord]]:
     """Records grouped by condition (every spec field but the seed), keyed by a short label, in order."""
-    from labcore.compare import condition
+    from labcore.compare import by_condition
 
     records = list(records)
     shown = list(fields) if fields is not None else condition_fields(records, with_discipline=with_discipline)
-    buckets: dict[tuple, list[RunRecord]] = {}
-    for record in records:
-        buckets.setdefault(condition(record), []).append(record)
     out: dict[str, list[RunRecord]] = {}
-    for members in buckets.values():
+    for members in by_condition(records):
         label = condition_label(members[0].spec, shown)
         while label in out:  # two conditions that differ only in a field not shown: keep both
             label += "'"
@@ -305,39 +302,24 @@ SUMMARY_COLUMNS = ["condition", "role", "discipline", "metric", "n", "not_done",
 def summary_table(records: Iterable[RunRecord], fields: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per condition and discipline: n, mean ± std and the 95 % t-interval of the test metric.
 
-    As :func:`labcore.compare.sweep_table`, runs that did not finish are counted in ``not_done`` and left
-    out of the statistics, so a mean never mixes in half-trained models. ``fields`` overrides which spec
-    fields name a condition (default: those that vary, discipline apart).
+    The statistics are :func:`labcore.compare.condition_stats`', as in the CLI's sweep table (NaN where
+    none finished). ``fields`` overrides which spec fields name a condition (default: those that vary,
+    discipline apart).
     """
-    from labcore import metrics
-    from labcore.compare import condition
+    from labcore.compare import by_condition, condition_stats
 
     records = list(records)
     if not records:
         return pd.DataFrame(columns=SUMMARY_COLUMNS)
     shown = list(fields) if fields is not None else condition_fields(records)
-    buckets: dict[tuple, list[RunRecord]] = {}
-    for record in records:
-        buckets.setdefault(condition(record), []).append(record)
     rows = []
-    for members in buckets.values():
+    for members in by_condition(records):
         first = members[0]
-        label = condition_label(first.spec, shown)
-        done = [r for r in members if r.status == "done" and r.test_value is not None]
-        row: dict[str, Any] = {"condition": label, "role": role_of(first.spec),
-                               "discipline": first.spec.get("discipline"), "metric": first.metric,
-                               "n": len(done), "not_done": len(members) - len(done), "mean": math.nan,
-                               "std": math.nan, "ci_low": math.nan, "ci_high": math.nan, "majority": math.nan,
-                               "steps_to_converge": math.nan}
-        if done:
-            agg = metrics.aggregate([r.test_value for r in done])
-            row.update(mean=agg.mean, std=agg.std, ci_low=agg.ci_low, ci_high=agg.ci_high)
-            majority = [r.baseline["majority"] for r in done if "majority" in r.baseline]
-            if majority:
-                row["majority"] = majority[0]
-            steps = [r.steps_to_converge for r in done if r.steps_to_converge is not None]
-            if steps:
-                row["steps_to_converge"] = float(np.mean(steps))
+        row: dict[str, Any] = dict.fromkeys(SUMMARY_COLUMNS, math.nan)
+        row.update(condition=condition_label(first.spec, shown), role=role_of(first.spec),
+                   discipline=first.spec.get("discipline"), metric=first.metric)
+        row.update({k: math.nan if v is None else v for k, v in condition_stats(members).items()
+                    if k in SUMMARY_COLUMNS})
         rows.append(row)
     return pd.DataFrame(rows, columns=SUMMARY_COLUMNS)
 
@@ -416,14 +398,15 @@ def steps_to_converge_table(records: Iterable[RunRecord], *, reference: str = "p
     finished seeds of the engine's ``steps_to_converge``: the first evaluation within 0.01 of the run's
     own best validation value.
     """
+    from labcore.compare import by_condition
+
     records = [r for r in records if r.status == "done"]
-    buckets: dict[tuple, dict[str, list[RunRecord]]] = {}
-    for r in records:
-        rest = tuple(sorted((k, str(v)) for k, v in r.spec.items() if k not in ("init", "seed")))
-        buckets.setdefault(rest, {}).setdefault(str(r.spec.get("init")), []).append(r)
     shown = [f for f in condition_fields(records) if f != "init"]
     columns: dict[str, dict[str, float]] = {}
-    for by_init in buckets.values():
+    for members in by_condition(records, ("init", "seed")):
+        by_init: dict[str, list[RunRecord]] = {}
+        for r in members:
+            by_init.setdefault(str(r.spec.get("init")), []).append(r)
         if reference not in by_init or baseline not in by_init:
             continue
         first = by_init[reference][0]
