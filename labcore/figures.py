@@ -481,12 +481,6 @@ def _tick_labels(tokens: Sequence[str], limit: int) -> dict[str, Any]:
     return dict(tickmode="array", tickvals=list(range(n)), ticktext=[str(t) for t in tokens])
 
 
-def attention_heatmap(matrix: np.ndarray, tokens: Sequence[str] = (), *, title: str = "",
-                      max_labels: int = 40) -> go.Figure:
-    """One attention map [L, L] (rows: queries, columns: keys), tokens on both axes when they fit."""
-    return attention_compare({title or "attention": matrix}, tokens, max_labels=max_labels)
-
-
 def attention_compare(maps: Mapping[str, np.ndarray], tokens: Sequence[str] = (), *, title: str = "",
                       max_labels: int = 40, query_tokens: Sequence[str] | None = None) -> go.Figure:
     """Several [L, L] maps of one example side by side (e.g. pretrained, random, fine-tuned weights).
@@ -594,7 +588,7 @@ def _layout(fig: go.Figure, title: str) -> None:
 
 __all__ = [
     "BASELINE", "PALETTE", "PRETRAINED", "SCRATCH", "RunCurves", "attention_compare", "attention_grid",
-    "attention_heatmap", "bars_with_error", "class_balance", "condition_fields", "condition_label", "distinct_roles",
+    "bars_with_error", "class_balance", "condition_fields", "condition_label", "distinct_roles",
     "group_by_condition", "layer_distance_lines", "length_histogram",
     "loss_curves", "mapping_diff", "mapping_table", "mean_std", "mean_std_curves", "paper_table", "role_colors",
     "role_of", "smooth", "steps_to_converge_table", "summary_table",

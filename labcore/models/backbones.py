@@ -293,9 +293,6 @@ def _tiny_source(family: str) -> Source:
                   locate=locate, tokenizer=_folder_tokenizer)
 
 
-PREFIXES = ("hub:", "local:", "tiny:")
-
-
 def backbone_names() -> list[str]:
     """The packaged backbones (always loadable offline once their assets are fetched)."""
     return BACKBONES.names()
