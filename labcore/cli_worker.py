@@ -11,10 +11,10 @@ import argparse
 import datetime as dt
 import json
 import sys
-import time
 from typing import Any
 
 from labcore.executor import LocalExecutor
+from labcore.fmt import fmt_age
 from labcore.store import ACTIVE, Store, Submission, open_store
 from labcore.worker import add_worker_arguments, run_worker_command
 
@@ -115,14 +115,6 @@ def queue_sweep(specs: list, args: argparse.Namespace) -> int:
     return 0
 
 
-def _age(t: float | None) -> str:
-    if not t:
-        return "-"
-    seconds = time.time() - t
-    return f"{seconds:.0f}s ago" if seconds < 120 else f"{seconds / 60:.0f}m ago" if seconds < 7200 \
-        else f"{seconds / 3600:.0f}h ago"
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if args.key:
@@ -137,7 +129,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if status.loss is not None:
             progress += f", loss {status.loss:.4f}"
         print(f"  {progress}; attempt {record.get('attempt', 0)}, pid {record.get('pid') or '-'}, "
-              f"submitted {_age(record.get('submitted_at'))}, started {_age(record.get('started_at'))}"
+              f"submitted {fmt_age(record.get('submitted_at'))}, started {fmt_age(record.get('started_at'))}"
               + (f", heartbeat {status.heartbeat_age_s:.1f}s ago" if status.heartbeat_age_s is not None else ""))
         result = record.get("result") or {}
         if result.get("test"):
