@@ -15,11 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from labcore import data as disciplines
-from labcore import figures, ui_state
+from labcore import figures
 from labcore.analysis import attention as attn
 from labcore.errors import LabError
 from labcore.store import FINISHED
-from pages import common
+from pages import common, state
 
 common.through_router()
 
@@ -27,7 +27,7 @@ st.title(":material/visibility: Attention")
 st.caption("What does each head look at? The same example through the pretrained weights before training, a "
            "random initialisation, and the run's fine-tuned weights (FPT §3.5 draws such maps for bit tasks; "
            "Kao & Lee §4.4.1 compare heads by matching them).")
-store = ui_state.get_store()
+store = state.get_store()
 record = common.pick_run(store, key="att.run", label="Finished run", statuses=FINISHED)
 if record is None:
     st.info("No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come "
@@ -36,7 +36,7 @@ if record is None:
 key = record["key"]
 spec = record["spec"]
 try:
-    info = ui_state.discipline_info(spec["discipline"], spec.get("discipline_params"))
+    info = state.discipline_info(spec["discipline"], spec.get("discipline_params"))
 except LabError as exc:
     st.error(f"{exc}. This run's discipline is not available here, so its examples cannot be shown.")
     st.stop()
@@ -51,18 +51,18 @@ def _dataset(name: str, params_json: str):
 # ---------------------------------------------------------------------------------------------- example
 c1, c2 = st.columns([1, 3])
 splits = list(attn.SPLITS)
-split_widget = ui_state.remember("att.split", "test", splits)
-external_split = ui_state.qp_external("split")
+split_widget = state.remember("att.split", "test", splits)
+external_split = state.qp_external("split")
 if external_split in splits:
     st.session_state[split_widget] = external_split
-split = ui_state.keep("att.split", c1.selectbox("Split", splits, key=split_widget))
+split = state.keep("att.split", c1.selectbox("Split", splits, key=split_widget))
 try:
     dataset = _dataset(spec["discipline"], json.dumps(spec.get("discipline_params") or {}, sort_keys=True))
 except LabError as exc:
     st.error(str(exc))
     st.stop()
 size = len(dataset[split])
-external_index = ui_state.qp_external("index")
+external_index = state.qp_external("index")
 index_key = "w:att.index"
 if external_index is not None and external_index.isdigit():
     st.session_state[index_key] = min(int(external_index), max(0, size - 1))
@@ -70,11 +70,11 @@ st.session_state.setdefault(index_key, 0)
 st.session_state[index_key] = min(int(st.session_state[index_key]), max(0, size - 1))
 index = int(c1.number_input(f"Example (0–{size - 1})", min_value=0, max_value=max(0, size - 1), step=1,
                             key=index_key))
-ui_state.set_qp(split=split, index=str(index))
+state.set_qp(split=split, index=str(index))
 row = dataset[split][index]
 with c2:
     st.markdown(f"**Label:** {disciplines.label_name(info, row['label'])}")
-    st.code(ui_state.render_example(info, row), language="text")
+    st.code(state.render_example(info, row), language="text")
 
 # ------------------------------------------------------------------------------------------ the maps
 request = getattr(store, "request_attention", None)
@@ -110,7 +110,7 @@ if path is None:
     if (key, split, index) not in asked:
         try:
             request(key, split, index)  # idempotent: a job already queued or running is left as it is
-            ui_state.get_executor().ensure_workers()
+            state.get_executor().ensure_workers()
         except LabError as exc:
             st.error(str(exc))
             st.stop()

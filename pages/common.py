@@ -11,9 +11,10 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from labcore import figures, ui_state
+from labcore import figures
 from labcore.errors import LabError
 from labcore.store import ACTIVE, FINISHED, STOPPED
+from pages import state
 
 PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function page of app.py)
     "new": "pages/new_experiment.py",
@@ -55,7 +56,7 @@ def ensure_worker_if_needed(summary: dict[str, Any]) -> None:
     """The app starts a worker when runs wait in the queue and none is alive (e.g. after a restart)."""
     if summary["queued"] and not summary["workers"]:
         try:
-            started = ui_state.get_executor().ensure_workers()
+            started = state.get_executor().ensure_workers()
         except (LabError, OSError) as exc:
             st.sidebar.error(f"Could not start a worker: {exc}. Start one by hand: `python -m labcore worker`.")
             return
@@ -67,8 +68,8 @@ def sidebar_status() -> None:
     """Worker and queue status in the sidebar, refreshed every few seconds."""
     @st.fragment(run_every=5.0)
     def status() -> None:
-        store = ui_state.get_store()
-        summary = ui_state.worker_summary(store)
+        store = state.get_store()
+        summary = state.worker_summary(store)
         ensure_worker_if_needed(summary)
         workers = summary["workers"]
         if workers:
@@ -104,18 +105,18 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
         return None
     keys = [r["key"] for r in records]
     by_key = {r["key"]: r for r in records}
-    wanted = ui_state.qp_external("run")
+    wanted = state.qp_external("run")
     if wanted and wanted not in by_key:
         try:
             wanted = store.resolve_key(wanted)
         except LabError:
             wanted = None
-    widget = ui_state.remember(key, keys[0], keys)
+    widget = state.remember(key, keys[0], keys)
     if wanted in by_key:
         st.session_state[widget] = wanted
     chosen = st.selectbox(label, keys, key=widget, format_func=lambda k: run_option_label(by_key[k]))
-    ui_state.keep(key, chosen)
-    ui_state.set_qp(run=chosen)
+    state.keep(key, chosen)
+    state.set_qp(run=chosen)
     return by_key[chosen]
 
 
@@ -134,7 +135,7 @@ def short_labels(store, keys: Sequence[str]) -> list[str]:
 def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, smoothing: float = 0.0,
                   title: str = ""):
     """The overlay figure of several runs (train loss solid, validation metric dashed on the right axis)."""
-    cache = ui_state.stream_cache()
+    cache = state.stream_cache()
     runs = []
     metric = ""
     names = list(roles) if roles is not None else short_labels(store, keys)
@@ -142,7 +143,7 @@ def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None
         record = store.get(key)
         if record is None:
             continue
-        train, validation, name = ui_state.run_curves(store, key, cache)
+        train, validation, name = state.run_curves(store, key, cache)
         metric = metric or name
         role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record["spec"])
         label = names[i] if i < len(names) else record.get("label", key[:8])
@@ -154,7 +155,7 @@ def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None
 
 def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None) -> None:
     """One progress bar per run, with its ETA while it trains."""
-    cache = ui_state.stream_cache()
+    cache = state.stream_cache()
     names = list(roles) if roles is not None else short_labels(store, keys)
     for i, key in enumerate(keys):
         try:
@@ -162,7 +163,7 @@ def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None
         except LabError:
             continue
         events = cache.events.get(key, [])
-        prog = ui_state.progress(status.status, status.step, status.total_steps, events)
+        prog = state.progress(status.status, status.step, status.total_steps, events)
         name = names[i] if i < len(names) else status.label
         st.progress(prog.fraction, text=f"{STATUS_ICONS.get(status.status, '')} **{name}**: {prog.text}")
         if status.error and status.status in STOPPED:

@@ -17,12 +17,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from labcore import assets, figures, ui_state
+from labcore import assets, figures
 from labcore import data as disciplines
 from labcore.data import base as data_base
 from labcore.data import upload as uploads
 from labcore.errors import LabError
-from pages import common
+from labcore.fmt import fmt_duration
+from pages import common, state
 
 common.through_router()
 
@@ -52,7 +53,7 @@ def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
     train = dataset["train"]
     picks = np.linspace(0, len(train) - 1, num=min(6, len(train)), dtype=int).tolist() if len(train) else []
     examples = [{"label": disciplines.label_name(info, train[i]["label"]),
-                 "shown": ui_state.render_example(info, train[i]),
+                 "shown": state.render_example(info, train[i]),
                  "vectors": train[i].get("vectors")} for i in picks]
     groups = None
     if "group" in train.column_names:
@@ -93,12 +94,12 @@ def discipline_tab() -> None:
                      "licence": info.licence})
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
-    widget = ui_state.remember("data.discipline", names[0], names)
-    external = ui_state.qp_external("discipline")
+    widget = state.remember("data.discipline", names[0], names)
+    external = state.qp_external("discipline")
     if external in names:
         st.session_state[widget] = external
-    name = ui_state.keep("data.discipline", st.selectbox("Look at", names, key=widget))
-    ui_state.set_qp(discipline=name)
+    name = state.keep("data.discipline", st.selectbox("Look at", names, key=widget))
+    state.set_qp(discipline=name)
     discipline = disciplines.get(name)
     presets = [""] + list(discipline.presets)
     preset = st.selectbox("Variant", presets, key=f"keep.data.preset.{name}",
@@ -119,7 +120,7 @@ def discipline_tab() -> None:
         st.warning(f"Not available here: {why}")
     params_json = json.dumps(dataclasses.asdict(params), sort_keys=True, default=list)
     task_name = f"build:{name}:{data_base.params_key(name, params)}"
-    task = ui_state.get_task(task_name)
+    task = state.get_task(task_name)
     if not _built(name, params):
         if task is None or task.done:
             if task is not None and task.error:
@@ -128,14 +129,14 @@ def discipline_tab() -> None:
                     "read from the cache." + (" Music parses scores: expect a few minutes." if name.startswith(
                         "music") else ""))
             if ok and st.button("Build it now", key=f"btn.data.build.{name}"):
-                ui_state.start_task(task_name, lambda progress: disciplines.load(
+                state.start_task(task_name, lambda progress: disciplines.load(
                     name, dataclasses.asdict(params), progress=progress))
                 st.rerun()
         if task is not None and not task.done:
             @st.fragment(run_every=1.0)
             def building() -> None:
-                current = ui_state.get_task(task_name)
-                with st.status(f"Building {name}… ({ui_state.fmt_duration(time.time() - current.started)})",
+                current = state.get_task(task_name)
+                with st.status(f"Building {name}… ({fmt_duration(time.time() - current.started)})",
                                expanded=True):
                     for message in current.messages[-8:]:
                         st.write(message)

@@ -208,7 +208,8 @@ def test_attention_page_draws_the_three_weight_sets(lab):
 
 def test_attention_maps_hold_three_weight_sets_and_the_tokens_both_ways(lab):
     from labcore.analysis.attention import compute_attention, load_attention
-    from labcore.mapping import MappingSpec, build_mapping
+    from labcore.mapping import MappingSpec, build_mapping, model_vocab
+    from pages.state import discipline_info
 
     path = compute_attention(lab.store, lab.listops, "test", 1)
     assert compute_attention(lab.store, lab.listops, "test", 1) == path  # stored once, then returned
@@ -222,11 +223,9 @@ def test_attention_maps_hold_three_weight_sets_and_the_tokens_both_ways(lab):
     # Each symbol was fed as the token its run's random mapping gives it.
     record = lab.store.get(lab.listops)
     spec = record["spec"]
-    from labcore import ui_state
-
-    info = ui_state.discipline_info(spec["discipline"], spec["discipline_params"])
+    info = discipline_info(spec["discipline"], spec["discipline_params"])
     mapping = build_mapping(MappingSpec("random", seed=spec["mapping_seed"]), info.alphabet,
-                            ui_state.model_vocab(spec["model"]))
+                            model_vocab(spec["model"]))
     fed = dict(zip(mapping.alphabet, mapping.tokens))
     assert [fed[s] for s in maps.symbols[1:-1]] == maps.vocab_tokens[1:-1]
     with pytest.raises(LabError, match="pick an index from 0 to 15"):
