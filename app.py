@@ -58,7 +58,7 @@ def _asset_status() -> None:
             state.start_task("fetch-assets", lambda progress: assets.fetch_all(missing, progress=progress))
             st.rerun()
     if task is not None and not task.done:
-        @st.fragment(run_every=1.0)
+        @st.fragment(run_every=common.REFRESH.task_s)
         def fetching() -> None:
             current = state.get_task("fetch-assets")
             with st.status("Fetching assets…", expanded=True, state="running" if not current.done else "complete"):
@@ -69,7 +69,7 @@ def _asset_status() -> None:
         fetching()
 
 
-@st.fragment(run_every=5.0)
+@st.fragment(run_every=common.REFRESH.worker_status_s)
 def _worker_status() -> None:
     store = state.get_store()
     summary = state.worker_summary(store)

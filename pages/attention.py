@@ -116,7 +116,7 @@ if path is None:
             st.stop()
         asked.add((key, split, index))
 
-    @st.fragment(run_every=2.0)
+    @st.fragment(run_every=common.REFRESH.attention_job_s)
     def waiting() -> None:
         try:
             ready = lookup(key, split, index)

@@ -7,13 +7,14 @@ costs nothing; when the last run ends, the fragment reruns the whole page once t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import streamlit as st
 
 from labcore import figures
 from labcore.errors import LabError
-from labcore.store import ACTIVE, FINISHED, STOPPED
+from labcore.store import ACTIVE, STOPPED
 from pages import state
 
 PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function page of app.py)
@@ -24,7 +25,24 @@ PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function p
     "mapping": "pages/mapping.py",
     "data": "pages/data.py",
 }
-LIVE_EVERY_S = 2.0
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """How often the live parts of the pages redraw themselves (``st.fragment(run_every=...)``), in seconds.
+
+    Views of runs refresh only while a run is queued or running, and a background task's view only while the
+    task works, so an idle page costs nothing.
+    """
+
+    task_s: float = 1.0  # a background task's messages: fetching assets, building a data set
+    live_runs_s: float = 2.0  # progress bars and curves of queued or running runs
+    attention_job_s: float = 2.0  # waiting for the worker to compute an example's attention maps
+    run_list_s: float = 3.0  # the Runs page's queue table, while any run is active
+    worker_status_s: float = 5.0  # the worker and queue status line (sidebar and Home)
+
+
+REFRESH = Refresh()
 STATUS_ICONS = {"queued": ":material/schedule:", "running": ":blue[:material/play_circle:]",
                 "done": ":green[:material/check_circle:]", "diverged": ":orange[:material/warning:]",
                 "failed": ":red[:material/error:]", "cancelled": ":gray[:material/stop_circle:]",
@@ -66,7 +84,7 @@ def ensure_worker_if_needed(summary: dict[str, Any]) -> None:
 
 def sidebar_status() -> None:
     """Worker and queue status in the sidebar, refreshed every few seconds."""
-    @st.fragment(run_every=5.0)
+    @st.fragment(run_every=REFRESH.worker_status_s)
     def status() -> None:
         store = state.get_store()
         summary = state.worker_summary(store)
@@ -172,7 +190,8 @@ def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None
 
 def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, fragment_key: str,
               smoothing_key: str | None = None, title: str = "") -> bool:
-    """Progress and overlaid curves of ``keys``, refreshed every 2 s while any is queued or running.
+    """Progress and overlaid curves of ``keys``, refreshed every few seconds (:attr:`Refresh.live_runs_s`) while
+    any is queued or running.
 
     Returns whether any run is still active (at the time of the full page run).
     """
@@ -187,19 +206,13 @@ def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *,
         progress_rows(store, keys, roles)
         points = sum(len(r.train_loss) for r in runs)
         st.plotly_chart(fig, key=f"{fragment_key}-chart", config={"displaylogo": False})
-        st.caption(f"{points} train-loss points so far" + (" · refreshing every 2 s" if now_active else ""),
+        refreshing = f" · refreshing every {REFRESH.live_runs_s:g} s" if now_active else ""
+        st.caption(f"{points} train-loss points so far{refreshing}",
                    help="The curves come from the worker's metric stream; a page reload shows the same view "
                         "because the runs are named in the address bar.")
         if active and not now_active:
             st.rerun()  # the last run just ended: redraw the whole page once, with its results
 
-    st.fragment(body, run_every=LIVE_EVERY_S if active else None)()
+    st.fragment(body, run_every=REFRESH.live_runs_s if active else None)()
     return active
 
-
-def show_lab_error(exc: Exception) -> None:
-    st.error(str(exc))
-
-
-def finished(status: str) -> bool:
-    return status in FINISHED

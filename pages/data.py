@@ -133,7 +133,7 @@ def discipline_tab() -> None:
                     name, dataclasses.asdict(params), progress=progress))
                 st.rerun()
         if task is not None and not task.done:
-            @st.fragment(run_every=1.0)
+            @st.fragment(run_every=common.REFRESH.task_s)
             def building() -> None:
                 current = state.get_task(task_name)
                 with st.status(f"Building {name}… ({fmt_duration(time.time() - current.started)})",

@@ -47,7 +47,7 @@ def _table(rows) -> pd.DataFrame:
 
 
 with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.qp("run") or state.qp("group"))):
-    @st.fragment(run_every=3.0 if any(r["status"] in ACTIVE for r in records) else None)
+    @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
     def run_list() -> None:
         st.dataframe(_table(store.runs()[::-1][:200]), hide_index=True, column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
