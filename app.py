@@ -11,7 +11,8 @@ import streamlit as st
 
 from labcore import assets, demos
 from labcore.errors import LabError
-from labcore.store import ACTIVE, FINISHED, resolve_for_key
+from labcore.resolve import resolve_spec
+from labcore.store import ACTIVE, FINISHED
 from labcore.fmt import fmt_duration
 from pages import common, state
 
@@ -26,7 +27,7 @@ def _demo_keys(demo: demos.Demo) -> list[str]:
     """The run keys of a demo's specs (resolving reads the discipline registry only: fast, no torch)."""
     cache = st.session_state.setdefault("_demo_keys", {})
     if demo.group not in cache:
-        cache[demo.group] = [resolve_for_key(spec).key for spec in demo.specs()]
+        cache[demo.group] = [resolve_spec(spec).key for spec in demo.specs()]
     return cache[demo.group]
 
 

@@ -1,8 +1,8 @@
 """Attention: one example of a finished run under the pretrained, random and fine-tuned weights, per layer and
 head, with the input shown as the discipline's symbols and as the vocabulary tokens they were fed as.
 
-The maps are computed by the worker (an ``attention`` job) and stored beside the run; this page only asks
-for them and draws what is stored. ``?run=KEY&split=test&index=0`` names what is shown.
+The maps are computed by the worker (an ``attention`` job, submitted through the executor) and stored in
+the job's folder; this page only asks for them and draws what is stored. ``?run=KEY&split=test&index=0`` names what is shown.
 """
 
 from __future__ import annotations
@@ -15,10 +15,11 @@ import pandas as pd
 import streamlit as st
 
 from labcore import data as disciplines
-from labcore import figures
+from labcore import figures, jobs
 from labcore.analysis import attention as attn
 from labcore.errors import LabError
-from labcore.store import FINISHED
+from labcore.jobs.attention import RESULT_FILE, AttentionSpec
+from labcore.store import ACTIVE, FINISHED, STOPPED
 from pages import common, state
 
 common.through_router()
@@ -77,53 +78,40 @@ with c2:
     st.code(state.render_example(info, row), language="text")
 
 # ------------------------------------------------------------------------------------------ the maps
-request = getattr(store, "request_attention", None)
-lookup = getattr(store, "attention_result", None)
+# An `attention` job of the executor computes them; its key is known before it is submitted, so a page
+# visit finds maps computed earlier (by anyone) without asking again.
+job_spec = AttentionSpec(run=key, split=split, index=index)
+job_key = jobs.key_of(job_spec)
+job = store.get(job_key)
 path = None
 failure = ""
-job_of = getattr(store, "attention_job", None)
-if lookup is not None:
-    try:
-        path = lookup(key, split, index)
-    except LabError as exc:
-        failure = str(exc)
-    job = job_of(key, split, index) if job_of is not None else None
-    if path is None and job is not None and job.get("status") == "failed":
-        failure = job.get("error") or "the job failed without a message; the worker's log may say why"
+if job is not None and job["status"] in FINISHED and (store.workdir(job_key) / RESULT_FILE).is_file():
+    path = store.workdir(job_key) / RESULT_FILE
+elif job is not None and job["status"] in STOPPED:
+    failure = job.get("error") or "the job stopped without a message; the worker's log may say why"
+# Maps computed before attention maps became a job kind were written into the run's own folder.
 if path is None and attn.attention_path(store.workdir(key), split, index).is_file():
     path = attn.attention_path(store.workdir(key), split, index)
 
 if path is None:
-    if request is None or lookup is None:
-        st.warning("The attention job is not available in this version of the store (it has no "
-                   "`request_attention`/`attention_result`), so maps cannot be computed from the app. From a "
-                   "terminal: `python -c \"from labcore.store import open_store; from labcore.analysis.attention "
-                   f"import compute_attention; print(compute_attention(open_store(), '{key}', '{split}', {index}))\"`"
-                   ", then reload this page.")
-        st.stop()
     asked = st.session_state.setdefault("_att_asked", set())
     if failure:
         st.error(f"Computing the maps failed: {failure}")
         if not st.button("Try again", key="btn.att.again"):
             st.stop()
-        asked.discard((key, split, index))
-    if (key, split, index) not in asked:
+        asked.discard(job_key)
+    if job_key not in asked:
         try:
-            request(key, split, index)  # idempotent: a job already queued or running is left as it is
-            state.get_executor().ensure_workers()
+            state.get_executor().submit(job_spec)  # idempotent: a job already queued or running is left as it is
         except LabError as exc:
             st.error(str(exc))
             st.stop()
-        asked.add((key, split, index))
+        asked.add(job_key)
 
     @st.fragment(run_every=common.REFRESH.attention_job_s)
     def waiting() -> None:
-        try:
-            ready = lookup(key, split, index)
-        except LabError:
-            ready = True
-        job = job_of(key, split, index) if job_of is not None else None
-        if ready is not None or (job is not None and job.get("status") == "failed"):
+        current = store.get(job_key)
+        if current is None or current["status"] not in ACTIVE:
             st.rerun()  # done, or failed: the full page shows the maps, or why and a button to try again
         st.info(":material/hourglass_top: The worker computes this example's maps under the pretrained, random "
                 "and fine-tuned weights (it queues behind training runs). They appear here by themselves.")

@@ -16,7 +16,7 @@ from labcore import data as disciplines
 from labcore import demos, spec as spec_lib
 from labcore.errors import LabError
 from labcore.spec import RunSpec, make_spec, train_defaults
-from labcore.store import resolve_for_key
+from labcore.resolve import resolve_spec
 from pages import common, state
 
 common.through_router()
@@ -182,7 +182,7 @@ if not errors:
                          train_size=train_size, protocol_params=protocol_params, discipline_params=dparams,
                          **overrides)
         specs = [base.replace(seed=s) for s in seeds]
-        resolved = resolve_for_key(specs[0])
+        resolved = resolve_spec(specs[0])
     except LabError as exc:
         errors.append(str(exc))
 
@@ -190,7 +190,7 @@ st.subheader("What will run")
 for message in errors:
     st.error(message)
 if resolved is not None:
-    labels = [resolve_for_key(s).label() for s in specs]
+    labels = [resolve_spec(s).label() for s in specs]
     st.markdown(f"**{len(specs)} run{'s' if len(specs) > 1 else ''}:** " + ", ".join(labels))
     st.code(specs[0].cli() + (f"   # and seeds {', '.join(map(str, seeds[1:]))}" if len(specs) > 1 else ""),
             language="bash", wrap_lines=True)
@@ -216,7 +216,7 @@ if run_clicked or pair_clicked:
     try:
         if pair_clicked:
             pair = [s.replace(init=i) for i in ("pretrained", "random") for s in specs]
-            group = f"pair:{discipline}:{resolve_for_key(pair[0]).key[:8]}"
+            group = f"pair:{discipline}:{resolve_spec(pair[0]).key[:8]}"
             subs = executor.submit_group(group, pair, priority="interactive")
         elif len(specs) > 1:
             group = f"seeds:{discipline}:{resolved.key[:8]}"

@@ -25,7 +25,8 @@ from labcore.errors import LabError
 from labcore.fmt import fmt_duration
 from labcore.mapping import MappingSpec, TokenMapping, build_mapping, model_vocab
 from labcore.record import RunRecord
-from labcore.store import FINISHED, Store, curves_from_events, open_store
+from labcore.events import curves_from_events
+from labcore.store import FINISHED, Store, open_store
 
 # --------------------------------------------------------------------------------------------------
 # the store and the executor
