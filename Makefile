@@ -30,7 +30,9 @@ browser:
 	  [ "$$(id -u)" != 0 ] || (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
 	  echo "chromium could not be installed: the browser test will be skipped"
 
+# The layer contracts (.importlinter) first: a broken layer fails fast, before the slower tests.
 test: setup browser
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 test-slow: setup browser

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore import assets, demos, ui_state
+from labcore import assets, demos
 from labcore.errors import LabError
-from labcore.store import ACTIVE, FINISHED, resolve_for_key
-from pages import common
+from labcore.resolve import resolve_spec
+from labcore.store import ACTIVE, FINISHED
+from labcore.fmt import fmt_duration
+from pages import common, state
 
 st.set_page_config(page_title="Transfer Lab", page_icon=":material/biotech:", layout="wide")
 
@@ -25,24 +27,24 @@ def _demo_keys(demo: demos.Demo) -> list[str]:
     """The run keys of a demo's specs (resolving reads the discipline registry only: fast, no torch)."""
     cache = st.session_state.setdefault("_demo_keys", {})
     if demo.group not in cache:
-        cache[demo.group] = [resolve_for_key(spec).key for spec in demo.specs()]
+        cache[demo.group] = [resolve_spec(spec).key for spec in demo.specs()]
     return cache[demo.group]
 
 
 def _start_demo(demo: demos.Demo) -> None:
-    executor = ui_state.get_executor()
+    executor = state.get_executor()
     try:
         executor.submit_group(demo.group, demo.specs(), priority="interactive")
     except LabError as exc:
         st.session_state["_demo_error"] = f"{demo.title}: {exc}"
         return
-    ui_state.set_qp(demo=demo.name)
+    state.set_qp(demo=demo.name)
 
 
 def _asset_status() -> None:
     present = [name for name in assets.ASSETS.names() if assets.is_available(name)]
     missing = [name for name in assets.ASSETS.names() if name not in present and assets.ASSETS[name].default]
-    task = ui_state.get_task("fetch-assets")
+    task = state.get_task("fetch-assets")
     if not missing and (task is None or task.done):
         st.caption(f":material/inventory_2: all {len(present)} assets (weights and data) are here · details on "
                    f"**Data**")
@@ -54,12 +56,12 @@ def _asset_status() -> None:
         if task is not None and task.error:
             st.error(f"Fetching failed: {task.error}")
         if missing and st.button("Fetch missing assets", key="fetch-assets"):
-            ui_state.start_task("fetch-assets", lambda progress: assets.fetch_all(missing, progress=progress))
+            state.start_task("fetch-assets", lambda progress: assets.fetch_all(missing, progress=progress))
             st.rerun()
     if task is not None and not task.done:
-        @st.fragment(run_every=1.0)
+        @st.fragment(run_every=common.REFRESH.task_s)
         def fetching() -> None:
-            current = ui_state.get_task("fetch-assets")
+            current = state.get_task("fetch-assets")
             with st.status("Fetching assets…", expanded=True, state="running" if not current.done else "complete"):
                 for message in current.messages[-6:]:
                     st.write(message)
@@ -68,10 +70,10 @@ def _asset_status() -> None:
         fetching()
 
 
-@st.fragment(run_every=5.0)
+@st.fragment(run_every=common.REFRESH.worker_status_s)
 def _worker_status() -> None:
-    store = ui_state.get_store()
-    summary = ui_state.worker_summary(store)
+    store = state.get_store()
+    summary = state.worker_summary(store)
     workers = summary["workers"]
     if workers:
         st.caption(f":material/settings: worker ready ({len(workers)}): {summary['running']} training, "
@@ -82,7 +84,7 @@ def _worker_status() -> None:
     if st.button("Start the worker now", key="btn.home.worker",
                  help="It loads torch once (about ten seconds), so the first demo starts at once."):
         try:
-            ui_state.get_executor().ensure_workers()
+            state.get_executor().ensure_workers()
         except (LabError, OSError) as exc:
             st.error(f"Could not start a worker: {exc}. Start one by hand: `python -m labcore worker`.")
             return
@@ -95,14 +97,14 @@ def _demo_card(demo: demos.Demo, column) -> None:
         st.markdown(demo.watch)
         st.caption(f":material/description: {demo.claim}")
         runs = " vs ".join(demo.roles)
-        st.caption(f"{runs} · {len(demo.runs)} runs · measured {ui_state.fmt_duration(demo.measured_s)} on a "
+        st.caption(f"{runs} · {len(demo.runs)} runs · measured {fmt_duration(demo.measured_s)} on a "
                    f"2-core CPU")
         # A callback runs before the page is drawn again, so the status lines above already count the new runs.
         st.button("▶ Run this demo", key=f"demo-{demo.name}", type="primary", on_click=_start_demo, args=(demo,))
 
 
 def _demo_view(demo: demos.Demo) -> None:
-    store = ui_state.get_store()
+    store = state.get_store()
     keys = _demo_keys(demo)
     records = [store.get(k) for k in keys]
     if any(r is None for r in records):  # opened from a link before anyone ran it here
@@ -119,7 +121,7 @@ def _demo_view(demo: demos.Demo) -> None:
         st.caption("The worker trains in the background: leave, reload or open a second tab; this view follows "
                    "the runs named in the address bar.")
         return
-    results = {k: ui_state.result_of(store, k) for k in keys}
+    results = {k: state.result_of(store, k) for k in keys}
     pairs = demos.demo_records(demo, results, keys)
     if pairs:
         st.success("**What happened:** " + demos.summarize_demo([r for _, r in pairs], [role for role, _ in pairs]))
@@ -158,7 +160,7 @@ def home() -> None:
     cols = st.columns(len(demos.DEMOS))
     for column, name in zip(cols, demos.DEMOS.names()):
         _demo_card(demos.DEMOS[name], column)
-    chosen = ui_state.qp("demo")
+    chosen = state.qp("demo")
     if chosen:
         if chosen in demos.DEMOS:
             _demo_view(demos.DEMOS[chosen])
@@ -181,6 +183,6 @@ PAGES = [
 ]
 
 page = st.navigation(PAGES)
-ui_state.persist_widgets(("exp.", "keep."))
+state.persist_widgets(("exp.", "keep."))
 common.sidebar_status()
 page.run()

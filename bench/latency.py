@@ -49,7 +49,8 @@ def main() -> int:
 
     from labcore.spec import make_spec
     from labcore.store import ACTIVE, Store
-    from labcore.worker import start_worker, stop_workers
+    from labcore.jobs import new_job
+    from labcore.pool import start_worker, stop_workers
 
     tmp = Path(tempfile.mkdtemp(prefix="transferlab-latency-"))
     model = "tiny:bert" if args.model == "tiny" else args.model
@@ -66,14 +67,14 @@ def main() -> int:
         wait("the worker to import the engine",
              lambda: any(w["state"] == "idle" for w in store.workers()), 300, poll=0.05)
         print(f"worker {worker.pid} warm after {time.perf_counter() - started:.1f} s (torch and engine imported)")
-        warm = store.submit(spec(10_000)).key
+        warm = store.submit(new_job(spec(10_000))).key
         wait("the warm-up run", lambda: store.get(warm)["status"] not in ACTIVE, 600, poll=0.05)
         print(f"warm-up run {store.get(warm)['status']} ({store.get(warm).get('error', '')})")
 
         first_event, cached, keys = [], [], []
         for seed in range(args.repeat):
             t0 = time.perf_counter()
-            key = store.submit(spec(seed)).key
+            key = store.submit(new_job(spec(seed))).key
             keys.append(key)
 
             def first_step(key: str = key) -> bool:
@@ -86,7 +87,7 @@ def main() -> int:
             print(f"run {seed}: first step event after {first_event[-1]:.3f} s; {store.get(key)['status']}")
         for seed, key in enumerate(keys):
             t0 = time.perf_counter()
-            submission = store.submit(spec(seed))
+            submission = store.submit(new_job(spec(seed)))
             record = store.get(submission.key)
             cached.append(time.perf_counter() - t0)
             assert submission.outcome == "cached" and record["status"] == "done" and record["result"], submission

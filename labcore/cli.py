@@ -8,104 +8,13 @@ and ``--pparam k=v`` set discipline and protocol parameters. In ``sweep`` any fl
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import json
 import sys
 from typing import Any, Sequence
 
+from labcore import cli_worker
+from labcore.cli_args import key_values, add_spec_arguments, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
-from labcore.spec import RunSpec, make_spec
-
-_SPEC_FIELDS = [f for f in dataclasses.fields(RunSpec)
-                if f.name not in ("discipline_params", "protocol_params", "mapping_table")]
-# Which fields group runs in a sweep table: everything but the seed.
-GROUP_IGNORES = ("seed",)
-
-
-def _convert(name: str, text: str) -> Any:
-    """Turn a flag's text into the RunSpec field's type."""
-    default = getattr(RunSpec(), name)
-    field_type = {f.name: f.type for f in dataclasses.fields(RunSpec)}[name]
-    try:
-        if isinstance(default, bool):
-            if text.lower() in ("1", "true", "yes", "on"):
-                return True
-            if text.lower() in ("0", "false", "no", "off"):
-                return False
-            raise ValueError
-        if isinstance(default, int) or "int" in str(field_type) and "float" not in str(field_type):
-            return int(text)
-        if isinstance(default, float) or "float" in str(field_type):
-            return float(text)
-    except ValueError:
-        raise LabError(f"--{name.replace('_', '-')}: {text!r} is not a valid value") from None
-    return text
-
-
-def _kv(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for item in items or []:
-        if "=" not in item:
-            raise LabError(f"{flag} takes key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per RunSpec field (text; converted by spec_from_args)."""
-    for f in _SPEC_FIELDS:
-        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None)
-    parser.add_argument("--dparam", action="append", metavar="KEY=VALUE", help="discipline parameter")
-    parser.add_argument("--pparam", action="append", metavar="KEY=VALUE", help="protocol parameter")
-    parser.add_argument("--mapping-table", dest="mapping_table", default=None,
-                        help="symbol:id pairs, comma separated (mapping kind table)")
-
-
-def _spec_values(args: argparse.Namespace) -> dict[str, Any]:
-    values: dict[str, Any] = {}
-    for f in _SPEC_FIELDS:
-        text = getattr(args, f.name, None)
-        if text is not None:
-            values[f.name] = text
-    values["discipline_params"] = _kv(getattr(args, "dparam", None), "--dparam")
-    values["protocol_params"] = _kv(getattr(args, "pparam", None), "--pparam")
-    table = getattr(args, "mapping_table", None)
-    if table:
-        rows = []
-        for pair in table.split(","):
-            symbol, _, ident = pair.rpartition(":")
-            rows.append((symbol, int(ident)))
-        values["mapping_table"] = tuple(rows)
-    return values
-
-
-def spec_from_args(args: argparse.Namespace) -> RunSpec:
-    values = _spec_values(args)
-    for f in _SPEC_FIELDS:
-        if f.name in values:
-            values[f.name] = _convert(f.name, values[f.name])
-    return make_spec(**values)
-
-
-def specs_from_sweep_args(args: argparse.Namespace) -> list[RunSpec]:
-    """The cartesian product of every comma-separated flag (and --seeds)."""
-    values = _spec_values(args)
-    if getattr(args, "seeds", None):
-        values["seed"] = args.seeds
-    lists: list[tuple[str, list[Any]]] = []
-    for f in _SPEC_FIELDS:
-        if f.name in values:
-            lists.append((f.name, [_convert(f.name, v) for v in str(values[f.name]).split(",")]))
-    specs = [dict(discipline_params=values["discipline_params"], protocol_params=values["protocol_params"],
-                  mapping_table=values.get("mapping_table", ()))]
-    for name, options in lists:
-        specs = [{**s, name: option} for s in specs for option in options]
-    return [make_spec(**s) for s in specs]
-
+from labcore.events import describe
 
 # ------------------------------------------------------------------------------------------ commands
 
@@ -171,7 +80,7 @@ def cmd_data(args: argparse.Namespace) -> int:
         return 0
     if not args.name:
         raise LabError("usage: python -m labcore data show NAME")
-    params = _kv(args.dparam, "--dparam")
+    params = key_values(args.dparam, "--dparam")
     summary = data.summarize(args.name, params, preset=args.preset or "",
                              progress=lambda m: print(f"({m})", file=sys.stderr))
     _, info = data.load(args.name, params, preset=args.preset or "", progress=lambda _m: None)
@@ -194,19 +103,14 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def _print_event(event: dict[str, Any]) -> None:
+    """Progress on stderr while a run goes in this process: every event but the many steps (one in 20) and
+    preparation messages (preparing already wrote them)."""
     kind = event["type"]
-    if kind == "log" and event.get("phase") != "prepare":  # preparing already wrote its own lines
-        print(f"[log] {event['message']}", file=sys.stderr)
-    elif kind == "start":
-        print(f"[start] {event['key']}: {event['total_steps']} steps, {event['params_trainable']:,} of "
-              f"{event['params_total']:,} parameters train, {event['device']} {event['precision']}",
-              file=sys.stderr)
-    elif kind == "eval":
-        print(f"[eval] step {event['step']}: validation {event.get('metric', '')} {event['value']:.4f}",
-              file=sys.stderr)
-    elif kind == "step" and event["step"] % 20 == 0:
-        print(f"[step] {event['step']} loss {event['loss']:.4f} ({event['samples_per_s']:.1f} samples/s)",
-              file=sys.stderr)
+    if (kind == "log" and event.get("phase") == "prepare") or (kind == "step" and event["step"] % 20):
+        return
+    line = describe(event)
+    if line is not None:
+        print(line, file=sys.stderr)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -233,8 +137,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     specs = specs_from_sweep_args(args)
     if getattr(args, "queue", False):
-        from labcore import cli_worker
-
         return cli_worker.queue_sweep(specs, args)
     from labcore.sweep import run_sweep
 
@@ -277,8 +179,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--queue", action="store_true", help="put the sweep in the worker queue instead")
     p.add_argument("--group", default="", help="name of the sweep group (queued sweeps)")
     p.set_defaults(func=cmd_sweep)
-    from labcore import cli_worker
-
     cli_worker.add_queue_arguments(p)
 
     cli_worker.add_commands(sub)

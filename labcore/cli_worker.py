@@ -11,21 +11,20 @@ import argparse
 import datetime as dt
 import json
 import sys
-import time
-from typing import Any
 
+from labcore.cli_args import add_spec_arguments, spec_from_args
+from labcore.events import describe
 from labcore.executor import LocalExecutor
+from labcore.fmt import fmt_age
+from labcore.pool import add_worker_arguments
 from labcore.store import ACTIVE, Store, Submission, open_store
-from labcore.worker import add_worker_arguments, run_worker_command
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register worker, submit, status, cancel, resume and tail on ``python -m labcore``'s subparsers."""
-    from labcore.cli import add_spec_arguments
-
     p = subparsers.add_parser("worker", help="run queued specs in this process (or --stop the workers)")
     add_worker_arguments(p)
-    p.set_defaults(func=run_worker_command)
+    p.set_defaults(func=_run_worker)
 
     p = subparsers.add_parser("submit", help="queue one spec for the workers (same flags as run)")
     add_spec_arguments(p)
@@ -85,9 +84,13 @@ def _worker_hint(store: Store, submissions: list[Submission]) -> None:
 
 
 # --------------------------------------------------------------------------------------------- commands
-def cmd_submit(args: argparse.Namespace) -> int:
-    from labcore.cli import spec_from_args
+def _run_worker(args: argparse.Namespace) -> int:
+    from labcore.worker import run_worker_command  # the claim loop loads the job kinds: only workers need it
 
+    return run_worker_command(args)
+
+
+def cmd_submit(args: argparse.Namespace) -> int:
     executor = _executor(args)
     submission = executor.submit(spec_from_args(args), priority=args.priority, group=args.group)
     if args.json:
@@ -115,14 +118,6 @@ def queue_sweep(specs: list, args: argparse.Namespace) -> int:
     return 0
 
 
-def _age(t: float | None) -> str:
-    if not t:
-        return "-"
-    seconds = time.time() - t
-    return f"{seconds:.0f}s ago" if seconds < 120 else f"{seconds / 60:.0f}m ago" if seconds < 7200 \
-        else f"{seconds / 3600:.0f}h ago"
-
-
 def cmd_status(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if args.key:
@@ -137,7 +132,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         if status.loss is not None:
             progress += f", loss {status.loss:.4f}"
         print(f"  {progress}; attempt {record.get('attempt', 0)}, pid {record.get('pid') or '-'}, "
-              f"submitted {_age(record.get('submitted_at'))}, started {_age(record.get('started_at'))}"
+              f"submitted {fmt_age(record.get('submitted_at'))}, started {fmt_age(record.get('started_at'))}"
               + (f", heartbeat {status.heartbeat_age_s:.1f}s ago" if status.heartbeat_age_s is not None else ""))
         result = record.get("result") or {}
         if result.get("test"):
@@ -151,7 +146,7 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"    {line}")
         print(f"  files: {store.workdir(key)}")
         return 0
-    records = store.runs(group=args.group)
+    records = store.jobs(group=args.group)
     if args.json:
         print(json.dumps(records, default=str))
         return 0
@@ -159,7 +154,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"{len(workers)} worker(s) alive" + (": " + ", ".join(f"{w['pid']} ({w['state']})" for w in workers)
                                                 if workers else ""))
     for record in records:
-        line = f"{record['key'][:12]}  {record['status']:11}  {record.get('label', '')}"
+        kind = record.get("kind", "run")
+        line = f"{record['key'][:12]}  {record['status']:11}  " + ("" if kind == "run" else f"[{kind}] ") \
+            + record.get("label", "")
         if record["status"] == "running":
             beat = store.heartbeat_of(record["key"]) or {}
             line += f"  step {beat.get('step', 0)}/{beat.get('total_steps', 0) or '?'}"
@@ -192,34 +189,11 @@ def cmd_tail(args: argparse.Namespace) -> int:
     return _tail(store, store.resolve_key(args.key), follow=not args.no_follow, as_json=args.json)
 
 
-def format_event(event: dict[str, Any]) -> str | None:
-    """One line for a metric event (None for events not worth a line)."""
-    kind = event.get("type")
-    if kind == "step":
-        return (f"step {event['step']}  loss {event['loss']:.4f}  lr {event.get('lr', 0):.2e}  "
-                f"{event.get('samples_per_s', 0):.1f} samples/s")
-    if kind == "eval":
-        return f"eval {event['step']}  {event.get('split', '')} {event.get('metric', 'metric')} {event['value']:.4f}"
-    if kind == "start":
-        return (f"start  {event.get('total_steps')} steps, {event.get('params_trainable', 0):,} of "
-                f"{event.get('params_total', 0):,} parameters train, {event.get('device')} {event.get('precision')}")
-    if kind == "checkpoint":
-        return f"checkpoint at step {event['step']}"
-    if kind == "log":
-        source = event.get("source", "engine")
-        return ("" if source == "engine" else f"[{source}] ") + str(event.get("message", ""))
-    if kind == "attempt":
-        return f"--- attempt {event['attempt']}" + (" (resumed from checkpoint)" if event.get("resume") else "")
-    if kind == "result":
-        return f"result  {event.get('status')}" + (f": {event['error']}" if event.get("error") else "")
-    return None
-
-
 def _tail(store: Store, key: str, *, follow: bool, as_json: bool) -> int:
     events = store.follow(key) if follow else iter(store.events(key))
     try:
         for event in events:
-            line = json.dumps(event) if as_json else format_event(event)
+            line = json.dumps(event) if as_json else describe(event)
             if line is not None:
                 print(line, flush=True)
     except KeyboardInterrupt:
@@ -230,4 +204,4 @@ def _tail(store: Store, key: str, *, follow: bool, as_json: bool) -> int:
     return 0 if record["status"] in ("done", "diverged") or record["status"] in ACTIVE else 1
 
 
-__all__ = ["add_commands", "add_queue_arguments", "format_event", "queue_sweep"]
+__all__ = ["add_commands", "add_queue_arguments", "queue_sweep"]

@@ -26,7 +26,6 @@ from typing import Sequence
 from labcore.record import RunRecord
 from labcore.registry import Registry
 from labcore.spec import RunSpec, make_spec
-from labcore.ui_state import spec_with
 
 MAX_STEPS_ENV = "TRANSFERLAB_DEMO_MAX_STEPS"
 
@@ -89,7 +88,7 @@ class Demo:
             spec = run.spec
             if cap:
                 steps = min(cap, spec.max_steps or cap)
-                spec = spec_with(spec, max_steps=steps, eval_every=max(1, min(spec.eval_every or steps, steps // 4)))
+                spec = spec.replace(max_steps=steps, eval_every=max(1, min(spec.eval_every or steps, steps // 4)))
             out.append(spec)
         return out
 

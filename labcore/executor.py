@@ -1,10 +1,12 @@
-"""Where runs execute, behind one small interface: submit, cancel, resume, status, stream.
+"""Where jobs execute, behind one small interface: submit, submit_group, cancel, resume, status, stream,
+result.
 
-The pages and the CLI talk to an :class:`Executor`, never to worker processes. :class:`LocalExecutor`
-runs specs in local worker processes that share the on-disk store. A cluster backend (Ray is the
-likely one) implements the same few methods — submit a Ray task per spec that calls
-``labcore.run.iter_run`` and writes its events to the same store, for instance — and registers itself
-in :data:`EXECUTORS`; neither the pages nor the engine change.
+The pages and the CLI talk to an :class:`Executor`, never to the store's queue or to worker processes.
+A job is any registered kind's spec (:mod:`labcore.jobs`): a ``RunSpec`` trains, an ``AttentionSpec``
+computes maps; the executor resolves and keys it once, here, torch-free. :class:`LocalExecutor` runs
+jobs in local worker processes that share the on-disk store (:mod:`labcore.pool` starts them). A cluster
+backend implements the same methods, writes the same events and records into the same store, and
+registers itself in :data:`EXECUTORS`; neither the pages nor the job kinds change.
 
 Choose the backend with ``TRANSFERLAB_EXECUTOR`` (default ``local``) and the number of local workers
 with ``TRANSFERLAB_WORKERS`` (default 1). This module imports no torch.
@@ -13,41 +15,46 @@ with ``TRANSFERLAB_WORKERS`` (default 1). This module imports no torch.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Iterable, Protocol
 
+from labcore import jobs
 from labcore.errors import LabError
 from labcore.registry import Registry
-from labcore.spec import RunSpec
-from labcore.store import RunStatus, Store, Submission, open_store
+from labcore.store import FINISHED, JobStatus, Store, Submission, open_store
 
 
 class Executor(Protocol):
-    """What the pages need from whatever runs the specs."""
+    """What the pages need from whatever runs the jobs."""
 
-    def submit(self, spec: RunSpec, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        """Queue a spec (a finished key returns its result at once; a live one returns itself)."""
+    store: Store
 
-    def submit_group(self, name: str, specs: list[RunSpec], *, priority: str = "sweep") -> list[Submission]:
-        """Queue a sweep: the specs become the named group ``name``."""
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
+        """Queue a job of any kind (a finished key returns its result at once; a live one returns itself)."""
 
-    def cancel(self, key: str) -> RunStatus:
-        """Stop a run at its next training step (a queued run at once); it keeps its curves."""
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
+        """Queue several jobs as the named group ``name`` (a sweep, a demo)."""
+
+    def cancel(self, key: str) -> JobStatus:
+        """Stop a job at its next step (a queued one at once); it keeps its events."""
 
     def resume(self, key: str) -> Submission:
-        """Continue a stopped run (dead, interrupted, cancelled, failed) from its last checkpoint."""
+        """Continue a stopped job (dead, interrupted, cancelled, failed) from its last checkpoint."""
 
-    def status(self, key: str) -> RunStatus:
-        """The run now: status, progress, heartbeat age, error."""
+    def status(self, key: str) -> JobStatus:
+        """The job now: status, progress, heartbeat age, error."""
 
     def stream(self, key: str, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
-        """Metric events since ``cursor`` and the next cursor (start with 0)."""
+        """Events since ``cursor`` and the next cursor (start with 0)."""
+
+    def result(self, key: str) -> dict[str, Any] | None:
+        """A finished job's result record, else None."""
 
     def ensure_workers(self) -> list[int]:
-        """Make sure something will run queued specs (local: start worker processes; a cluster: no-op)."""
+        """Make sure something will run queued jobs (local: start worker processes; a cluster: no-op)."""
 
 
 class LocalExecutor:
-    """Runs specs in worker processes on this machine; starts them when none is alive."""
+    """Runs jobs in worker processes on this machine; starts them when none is alive."""
 
     def __init__(self, store: Store | None = None, *, workers: int = 1, autostart: bool = True) -> None:
         if workers < 1:
@@ -57,19 +64,19 @@ class LocalExecutor:
         self.workers = workers
         self.autostart = autostart
 
-    def submit(self, spec: RunSpec, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        submission = self.store.submit(spec, priority=priority, group=group)
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
+        submission = self.store.submit(jobs.new_job(spec), priority=priority, group=group)
         if submission.status == "queued":
             self._wake_workers()
         return submission
 
-    def submit_group(self, name: str, specs: list[RunSpec], *, priority: str = "sweep") -> list[Submission]:
-        submissions = self.store.submit_group(name, specs, priority=priority)
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
+        submissions = self.store.submit_group(name, [jobs.new_job(s) for s in specs], priority=priority)
         if any(s.status == "queued" for s in submissions):
             self._wake_workers()
         return submissions
 
-    def cancel(self, key: str) -> RunStatus:
+    def cancel(self, key: str) -> JobStatus:
         self.store.cancel(key)
         return self.store.status(key)
 
@@ -78,11 +85,15 @@ class LocalExecutor:
         self._wake_workers()
         return submission
 
-    def status(self, key: str) -> RunStatus:
+    def status(self, key: str) -> JobStatus:
         return self.store.status(key)
 
     def stream(self, key: str, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
         return self.store.read_events(key, cursor)
+
+    def result(self, key: str) -> dict[str, Any] | None:
+        record = self.store.get(key)
+        return record.get("result") if record is not None and record["status"] in FINISHED else None
 
     # -------------------------------------------------------------------------------- local workers
     def _wake_workers(self) -> None:
@@ -96,7 +107,7 @@ class LocalExecutor:
         moment start one worker, not two. Workers run in their own session: they outlive page reloads
         and the server; ``python -m labcore worker --stop`` stops them.
         """
-        from labcore.worker import reap_children, start_worker  # no torch: the worker imports it later
+        from labcore.pool import reap_children, start_worker
 
         reap_children()
         started: list[int] = []
@@ -106,16 +117,18 @@ class LocalExecutor:
                 started.append(start_worker(self.store, new_session=True).pid)
         return started
 
-    def stop_workers(self, timeout_s: float = 30.0) -> list[int]:
-        from labcore.worker import stop_workers
+    def stop_workers(self, timeout_s: float | None = None) -> list[int]:
+        from labcore.pool import stop_workers
 
-        return stop_workers(self.store, timeout_s=timeout_s)
+        return stop_workers(self.store, timeout_s=timeout_s or self.store.settings.stop_timeout_s)
 
     def alive_workers(self) -> list[dict[str, Any]]:
         return self.store.workers(alive_only=True)
 
 
 EXECUTORS: Registry[Callable[[], Executor]] = Registry("executor")
+
+
 def _local_from_environment() -> LocalExecutor:
     text = os.environ.get("TRANSFERLAB_WORKERS", "1")
     try:

@@ -128,7 +128,7 @@ class Vocab:
         tokens = tuple(tokens)
         wanted = set(special_tokens)
         special = frozenset(i for i, t in enumerate(tokens) if t in wanted)
-        return cls(tokens=tokens, special_ids=special, unused_ids=_unused_ids(tokens), name=name)
+        return cls(tokens=tokens, special_ids=special, unused_ids=unused_ids(tokens), name=name)
 
     @classmethod
     def from_file(cls, vocab_txt: str | Path, special_tokens: Sequence[str] = DEFAULT_SPECIAL_TOKENS,
@@ -154,16 +154,63 @@ class Vocab:
             tokens[i] = token
         special = frozenset(int(i) for i in tokenizer.all_special_ids if i is not None and 0 <= i < len(tokens))
         label = name or Path(str(getattr(tokenizer, "name_or_path", "") or "")).name
-        return cls(tokens=tuple(tokens), special_ids=special, unused_ids=_unused_ids(tokens), name=label)
+        return cls(tokens=tuple(tokens), special_ids=special, unused_ids=unused_ids(tokens), name=label)
 
 
-def _unused_ids(tokens: Sequence[str]) -> tuple[int, ...]:
+def unused_ids(tokens: Sequence[str]) -> tuple[int, ...]:
+    """The ids of BERT-style ``[unusedN]`` tokens, ordered by ``N`` (not by id)."""
     found = []
     for i, token in enumerate(tokens):
         match = _UNUSED.match(token)
         if match:
             found.append((int(match.group(1)), i))
     return tuple(i for _, i in sorted(found))
+
+
+def model_vocab(model: str) -> Vocab:
+    """A backbone's vocabulary read from the files of its folder, without torch or transformers.
+
+    ``tokenizer.json`` (any fast tokenizer; its special tokens are the special ids, as
+    :meth:`Vocab.from_tokenizer` sees them) or else ``vocab.txt`` (WordPiece: BERT, AntiBERTy). The folder is
+    the one the backbone loads from (:func:`labcore.models.backbones.model_folder`); a model that has never run
+    here has none yet.
+    """
+    from labcore.models.backbones import model_folder
+
+    folder = model_folder(model)
+    if folder is None or not folder.is_dir():
+        raise MappingError(f"the vocabulary of {model!r} is not on this machine yet; run any spec with this model "
+                           f"once (it fetches or converts the weights), then open this page again")
+    name = model.split(":", 1)[-1]
+    tok_json = folder / "tokenizer.json"
+    if tok_json.is_file():
+        vocab = _tokenizer_json_vocab(tok_json, name)
+        if vocab is not None:
+            return vocab
+    if (folder / "vocab.txt").is_file():
+        return Vocab.from_file(folder / "vocab.txt", name=name)
+    raise MappingError(f"{folder} has neither tokenizer.json nor vocab.txt, so {model!r} has no vocabulary to map "
+                       f"symbols into; use the embedding input adapter with it")
+
+
+def _tokenizer_json_vocab(path: Path, name: str) -> Vocab | None:
+    """The vocabulary of a fast tokenizer's ``tokenizer.json`` (None when it names no tokens)."""
+    data = json.loads(path.read_text(encoding="utf-8"))
+    vocab = data.get("model", {}).get("vocab")
+    table: dict[str, int] = {}
+    if isinstance(vocab, dict):
+        table = {str(k): int(v) for k, v in vocab.items()}
+    elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], id = position
+        table = {str(p[0]): i for i, p in enumerate(vocab)}
+    for added in data.get("added_tokens", []):
+        table[str(added["content"])] = int(added["id"])
+    if not table:
+        return None
+    tokens = [""] * (max(table.values()) + 1)
+    for token, i in table.items():
+        tokens[i] = token
+    special = frozenset(int(a["id"]) for a in data.get("added_tokens", []) if a.get("special"))
+    return Vocab(tokens=tuple(tokens), special_ids=special, unused_ids=unused_ids(tokens), name=name)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ import platform
 import resource
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -19,25 +20,13 @@ import numpy as np
 
 from labcore import cores
 from labcore import data as data_registry
-from labcore.data.base import parse_params
 from labcore.errors import LabError
 from labcore.record import RunRecord
-from labcore.spec import RunSpec, parse_train_size, resolve
+from labcore.resolve import resolve_spec
+from labcore.spec import RunSpec, parse_train_size
 
 StopFn = Callable[[], "str | None"]
-
-
-def resolve_spec(spec: RunSpec) -> RunSpec:
-    """The resolved spec (its key names the result). Reads the discipline registry only: no torch."""
-    import dataclasses
-
-    discipline = data_registry.get(spec.discipline)
-    params = parse_params(discipline, dict(spec.discipline_params))
-    info = discipline.info(params)
-    # Every discipline parameter is written out, so the key changes when a default (or an uploaded
-    # file's fingerprint) does, and a stale result is never served for new data.
-    full = dataclasses.replace(spec, discipline_params=tuple(sorted(dataclasses.asdict(params).items())))
-    return resolve(full, info.input_kind)
+BEST_WEIGHTS = "best.safetensors"  # a finished run's trainable parameters by name, in its folder
 
 
 def _versions() -> dict[str, str]:
@@ -159,6 +148,51 @@ class Prepared:
             pooling=spec.pooling, vocab_rows=self.vocab_rows, n_symbols=n_symbols, vector_dim=vector_dim,
             seed=spec.seed)
 
+    def apply_protocol(self):
+        """Apply the spec's protocol to the model (freeze, re-initialise, permute …); its report."""
+        from labcore import protocols
+
+        spec = self.spec
+        params = protocols.parse_protocol_params(spec.protocol, dict(spec.protocol_params))
+        return protocols.PROTOCOLS[spec.protocol].apply(self.model, params, spec.seed)
+
+
+def save_trained(model, workdir: Path) -> Path:
+    """Write the trainable parameters of a finished run (what :func:`load_trained` reads back)."""
+    from safetensors.torch import save_file
+
+    path = workdir / BEST_WEIGHTS
+    state = {n: p.detach().float().contiguous().cpu() for n, p in model.named_parameters() if p.requires_grad}
+    save_file(state, str(path))
+    return path
+
+
+def load_trained(spec: RunSpec, workdir: Path, *, attn_implementation: str = "sdpa") -> Prepared:
+    """A finished run's model as it ended: prepared as the run was, its protocol applied again (frozen and
+    permuted layers as they trained), then its trained parameters loaded from ``workdir``.
+
+    Every analysis of a trained model starts here, so each sees exactly the model the run tested.
+    """
+    import torch
+    from safetensors.torch import load_file
+
+    weights = workdir / BEST_WEIGHTS
+    prepared = Prepared(spec, attn_implementation=attn_implementation)
+    prepared.apply_protocol()
+    state = load_file(str(weights))
+    named = dict(prepared.model.named_parameters())
+    unknown = sorted(set(state) - set(named))
+    if unknown:
+        raise LabError(f"{weights} holds tensors this run's model does not have ({', '.join(unknown[:4])}); it was "
+                       f"written by another version of the code: rerun the spec to refresh it")
+    with torch.no_grad():
+        for name, tensor in state.items():
+            if named[name].shape != tensor.shape:
+                raise LabError(f"{weights}: tensor {name} has shape {tuple(tensor.shape)}, the model expects "
+                               f"{tuple(named[name].shape)}; rerun the spec to refresh its weights")
+            named[name].copy_(tensor.to(named[name].dtype))
+    return prepared
+
 
 def _predict(model, data, batch_size: int, device: str, precision: str, *, features: bool = False):
     """Logits (or pooled features) for every example of `data`, in its original order."""
@@ -215,134 +249,171 @@ def evaluate_logits(logits, data, info) -> dict[str, float]:
     return out
 
 
+@dataclass
+class _Fit:
+    """What preparing hands to training and measuring: the model on its device and how to run it."""
+
+    prepared: Prepared
+    device: str
+    precision: str
+    cfg: Any  # labcore.train.TrainConfig
+    notes: list[str]
+    params_total: int
+    params_trainable: int
+    trained_module: Any = None  # the module the optimiser trains (the model, or its head alone)
+    forward: Callable[[Any], Any] | None = None  # batch -> logits
+    train_data: Any = None
+    predict: Callable[[str], Any] | None = None  # split name -> logits
+
+
+def _log(message: str) -> dict[str, Any]:
+    return {"type": "log", "message": message}
+
+
+def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: int) -> Iterator[dict[str, Any]]:
+    """Data, mapping, model, protocol, device and threads; yields log events, returns a :class:`_Fit`."""
+    import torch
+
+    from labcore.train import resolve_precision
+
+    cpu_before = cores.sample()  # what other processes do while this run prepares decides its threads
+    progress_events: list[dict[str, Any]] = []
+
+    def progress(message: str) -> None:
+        # Preparing can take minutes (a first music build); the events only go out once it is done, so
+        # each message is also written to stderr at once, where the worker's run log picks it up live.
+        progress_events.append(dict(_log(message), phase="prepare"))
+        print(message, file=sys.stderr, flush=True)
+
+    prepared = Prepared(resolved, progress=progress)
+    yield from progress_events
+    report = prepared.apply_protocol()
+    notes = list(prepared.notes) + list(report.notes)
+    for note in report.notes:
+        yield _log(note)
+    model = prepared.model
+    model.to(device)
+    device_notes = []
+    if device == "cpu":
+        used_threads, busy = cores.choose_threads(threads, cpu_before)
+        torch.set_num_threads(used_threads)
+        device_notes.append(cores.thread_note(used_threads, threads, busy))
+    for note in device_notes + device_kernels(model, device):
+        notes.append(note)
+        yield _log(note)
+    precision = resolve_precision(resolved.precision, device)
+    loss_kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[prepared.info.output_kind]
+    fit = _Fit(prepared=prepared, device=device, precision=precision,
+               cfg=train_config(resolved, loss=loss_kind, precision=precision, device=device,
+                                checkpoint_every=checkpoint_every),
+               notes=notes,
+               params_total=sum(p.numel() for p in model.parameters()),
+               params_trainable=sum(p.numel() for p in model.parameters() if p.requires_grad))
+    if report.features_only:
+        yield _log("computing features once for output-only training")
+        _features_target(fit)
+    else:
+        _model_target(fit)
+    return fit
+
+
+def _model_target(fit: _Fit) -> None:
+    """Train and predict with the whole model."""
+    model, splits = fit.prepared.model, fit.prepared.splits
+    fit.trained_module = model
+    fit.forward = lambda batch: model(batch.inputs, batch.mask)
+    fit.predict = lambda split: _predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)
+    fit.train_data = splits["train"]
+
+
+def _features_target(fit: _Fit) -> None:
+    """FPT §3.9: the frozen body's features are computed once; only the head trains on them."""
+    from labcore.encode import Encoded
+
+    model, splits = fit.prepared.model, fit.prepared.splits
+    feats = {name: Encoded([f.numpy()[None, :] for f in _predict(model, s, fit.cfg.eval_batch_size, fit.device, fit.precision,
+                                                                 features=True)], s.labels, s.groups)
+             for name, s in splits.items()}
+    fit.trained_module = model.head
+    fit.forward = lambda batch: model.head(batch.inputs[:, 0, :])
+    fit.predict = lambda split: _predict_head(model.head, feats[split], fit.cfg.eval_batch_size, fit.device)
+    fit.train_data = feats["train"]
+
+
+def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool) -> Iterator[dict[str, Any]]:
+    """The training loop's events (evaluations tagged with the metric); returns its ``train_end`` event."""
+    from labcore.train import train
+
+    info, splits = fit.prepared.info, fit.prepared.splits
+
+    def evaluate() -> dict[str, float]:
+        result = evaluate_logits(fit.predict("validation"), splits["validation"], info)
+        return {"value": result[info.metric], "loss": result["loss"]}
+
+    end: dict[str, Any] = {}
+    for event in train(fit.trained_module, fit.forward, fit.train_data, fit.cfg, evaluate=evaluate,
+                       workdir=workdir, should_stop=should_stop, resume=resume):
+        if event["type"] == "train_end":
+            end = event
+        else:
+            if event["type"] == "eval":
+                event["metric"] = info.metric
+            yield event
+    return end
+
+
+def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path | None,
+            started: float) -> RunRecord:
+    """Measure the best checkpoint on validation and test, save it, and write the run's record."""
+    from labcore import metrics
+    from labcore.train import steps_to_converge, summarize_losses
+
+    prepared, info, splits = fit.prepared, fit.prepared.info, fit.prepared.splits
+    val_metrics = evaluate_logits(fit.predict("validation"), splits["validation"], info)
+    test_metrics = evaluate_logits(fit.predict("test"), splits["test"], info)
+    baseline: dict[str, float] = {}
+    if info.output_kind == "class":
+        baseline["majority"] = float(metrics.majority_baseline(splits["train"].labels, splits["test"].labels))
+    if workdir is not None:
+        save_trained(prepared.model, workdir)
+        if prepared.mapping is not None:  # the exact table this run used, for the mapping page
+            (workdir / "mapping.json").write_text(prepared.mapping.to_json())
+    return RunRecord(
+        key=resolved.key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
+        validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],
+        steps_done=end["steps_done"], total_steps=end["total_steps"],
+        steps_to_converge=steps_to_converge(end["val_curve"]),
+        train_loss=[list(p) for p in summarize_losses(end["losses"])],
+        val_curve=[list(p) for p in end["val_curve"]], wall_time_s=time.perf_counter() - started,
+        samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
+        params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
+        device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
+        notes=fit.notes)
+
+
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
              resume: bool = False, checkpoint_every: int = 0, device: str | None = None,
              threads: int | None = None) -> Iterator[dict[str, Any]]:
-    """Run one spec; yield events; the last is {"type": "result", "record": RunRecord dict}."""
+    """Run one spec: prepare -> protocol -> fit -> evaluate -> record. Yields events; the last is
+    ``{"type": "result", "record": RunRecord dict}``."""
     import torch
-    from safetensors.torch import save_file
-
-    from labcore import metrics, protocols
-    from labcore.encode import Encoded
-    from labcore.train import resolve_precision, steps_to_converge, summarize_losses, train
-
     import transformers
 
     started = time.perf_counter()
     transformers.utils.logging.disable_progress_bar()  # events report progress; bars only flood logs
     requested_threads = threads or os.cpu_count() or 1
     torch.set_num_threads(requested_threads)
-    cpu_before = cores.sample()  # what other processes do while this run prepares decides its threads
     device = device or default_device()
-    logs: list[str] = []
-
-    def log(message: str) -> dict[str, Any]:
-        logs.append(message)
-        return {"type": "log", "message": message}
-
     resolved = resolve_spec(spec)
-    key = resolved.key
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
-    progress_events: list[dict[str, Any]] = []
-
-    def progress(message: str) -> None:
-        # Preparing can take minutes (a first music build); the events only go out once it is done, so
-        # each message is also written to stderr at once, where the worker's run log picks it up live.
-        progress_events.append(dict(log(message), phase="prepare"))
-        print(message, file=sys.stderr, flush=True)
-
-    prepared = Prepared(resolved, progress=progress)
-    yield from progress_events
-    info, model = prepared.info, prepared.model
-    pparams = protocols.parse_protocol_params(resolved.protocol, dict(resolved.protocol_params))
-    report = protocols.PROTOCOLS[resolved.protocol].apply(model, pparams, resolved.seed)
-    notes = list(prepared.notes) + list(report.notes)
-    for note in report.notes:
-        yield log(note)
-    model.to(device)
-    device_notes = []
-    if device == "cpu":
-        used_threads, busy = cores.choose_threads(requested_threads, cpu_before)
-        torch.set_num_threads(used_threads)
-        device_notes.append(cores.thread_note(used_threads, requested_threads, busy))
-    for note in device_notes + device_kernels(model, device):
-        notes.append(note)
-        yield log(note)
-    precision = resolve_precision(resolved.precision, device)
-    total_params = sum(p.numel() for p in model.parameters())
-    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-    splits = prepared.splits
-    loss_kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[info.output_kind]
-    cfg = train_config(resolved, loss=loss_kind, precision=precision, device=device,
-                       checkpoint_every=checkpoint_every)
-    eval_batch = cfg.eval_batch_size
-
-    if report.features_only:
-        # FPT §3.9: the frozen body's features are computed once; only the head trains on them.
-        yield log("computing features once for output-only training")
-        feats = {name: Encoded([f.numpy()[None, :] for f in _predict(model, s, eval_batch, device, precision,
-                                                                     features=True)], s.labels, s.groups)
-                 for name, s in splits.items()}
-        trained_module = model.head
-
-        def forward(batch):
-            return model.head(batch.inputs[:, 0, :])
-
-        def predict(split_name: str):
-            return _predict_head(model.head, feats[split_name], eval_batch, device)
-        train_data = feats["train"]
-    else:
-        trained_module = model
-
-        def forward(batch):
-            return model(batch.inputs, batch.mask)
-
-        def predict(split_name: str):
-            return _predict(model, splits[split_name], eval_batch, device, precision)
-        train_data = splits["train"]
-
-    def evaluate() -> dict[str, float]:
-        result = evaluate_logits(predict("validation"), splits["validation"], info)
-        return {"value": result[info.metric], "loss": result["loss"]}
-
-    yield {"type": "start", "key": key, "total_steps": cfg.total_steps(len(train_data)),
-           "params_total": total_params, "params_trainable": trainable, "device": device,
-           "precision": precision, "train_examples": len(train_data)}
-    end: dict[str, Any] = {}
-    for event in train(trained_module, forward, train_data, cfg, evaluate=evaluate, workdir=workdir,
-                       should_stop=should_stop, resume=resume):
-        if event["type"] == "train_end":
-            end = event
-        else:
-            if event["type"] == "log":
-                logs.append(event["message"])
-            elif event["type"] == "eval":
-                event["metric"] = info.metric
-            yield event
-
-    val_metrics = evaluate_logits(predict("validation"), splits["validation"], info)
-    test_metrics = evaluate_logits(predict("test"), splits["test"], info)
-    baseline: dict[str, float] = {}
-    if info.output_kind == "class":
-        baseline["majority"] = float(metrics.majority_baseline(splits["train"].labels, splits["test"].labels))
-    if workdir is not None:
-        state = {n: p.detach().float().contiguous().cpu() for n, p in model.named_parameters()
-                 if p.requires_grad}
-        save_file(state, str(workdir / "best.safetensors"))
-        if prepared.mapping is not None:  # the exact table this run used, for the mapping page
-            (workdir / "mapping.json").write_text(prepared.mapping.to_json())
-    record = RunRecord(
-        key=key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
-        validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],
-        steps_done=end["steps_done"], total_steps=end["total_steps"],
-        steps_to_converge=steps_to_converge(end["val_curve"]),
-        train_loss=[list(p) for p in summarize_losses(end["losses"])],
-        val_curve=[list(p) for p in end["val_curve"]], wall_time_s=time.perf_counter() - started,
-        samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(device),
-        params_total=total_params, params_trainable=trainable, train_examples=len(train_data),
-        device=device, precision=precision, pooling=model.pooling, versions=_versions(), notes=notes)
+    fit = yield from _prepare(resolved, device=device, threads=requested_threads,
+                              checkpoint_every=checkpoint_every)
+    yield {"type": "start", "key": resolved.key, "total_steps": fit.cfg.total_steps(len(fit.train_data)),
+           "params_total": fit.params_total, "params_trainable": fit.params_trainable, "device": device,
+           "precision": fit.precision, "train_examples": len(fit.train_data)}
+    end = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume)
+    record = _record(fit, resolved, end, workdir=workdir, started=started)
     yield {"type": "result", "record": record.to_dict()}
 
 

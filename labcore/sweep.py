@@ -10,7 +10,8 @@ from labcore.spec import RunSpec
 
 def run_sweep(specs: list[RunSpec], *, progress: Callable[[str], None] = lambda _m: None,
               on_event: Callable[[dict[str, Any]], None] = lambda _e: None, store=None) -> list[RunRecord]:
-    from labcore.run import iter_run, resolve_spec
+    from labcore.resolve import resolve_spec
+    from labcore.run import iter_run
     from labcore.store import Store
 
     store = store or Store()
@@ -29,6 +30,6 @@ def run_sweep(specs: list[RunSpec], *, progress: Callable[[str], None] = lambda 
             if event["type"] == "result":
                 record = RunRecord.from_dict(event["record"])
         assert record is not None
-        store.put_result(record)
+        store.put_result(record, label=resolved.label())
         records.append(record)
     return records

@@ -1,48 +1,44 @@
-"""The worker: a separate OS process that claims queued specs and runs them through the engine.
+"""The worker: a separate OS process that claims queued jobs of any registered kind and runs them.
 
-``python -m labcore worker`` (or ``python -m labcore.worker``) loops: claim one spec atomically, run it
-with :func:`labcore.run.iter_run`, stream its events into the store, record the result, repeat.
+``python -m labcore worker`` loops: claim one job atomically, look its kind up in :mod:`labcore.jobs`,
+run the kind's handler, stream its events into the store, record the result, repeat. Starting, stopping
+and supervising worker processes is :mod:`labcore.pool`'s job, not this module's.
 
 Why a process and not a thread: Streamlit reruns interrupt the script thread, a page reload must not
 stop training, and torch should live in one process that the pages never import.
 
-While a run is going the worker
+While a job is going the worker
 
-* rewrites the run's heartbeat (and its own) every ``heartbeat_every_s`` from a side thread, so a long
+* rewrites the job's heartbeat (and its own) every ``heartbeat_every_s`` from a side thread, so a long
   model load or a slow step never looks like a crash;
 * buffers step events and writes them every ``flush_every_s`` (other events at once), so the SQLite
   lock is not taken once per step;
 * tees its own stdout and stderr (file-descriptor level, so C extensions and warnings are caught too)
-  into the run's log in the store, so a failure is explained on the page;
-* polls the store's cancel flag once per training step (``should_stop``), and turns SIGTERM/SIGINT into
-  ``interrupted``: the engine finishes the step, writes a resume checkpoint and yields its result.
+  into the job's log in the store, so a failure is explained on the page;
+* passes the handler a ``should_stop`` that reads the store's cancel flag and turns SIGTERM/SIGINT into
+  ``interrupted``. A kind that stops itself (training: finish the step, checkpoint, yield its result)
+  polls it; for any other kind the worker closes the handler at its next event.
 
-A SIGKILL leaves the run ``running`` with a heartbeat that stops; readers then see it ``dead`` (stale
-heartbeat, or pid gone or a zombie) and ``resume`` continues it from its last checkpoint.
+A SIGKILL leaves the job ``running`` with a heartbeat that stops; readers then see it ``dead`` (stale
+heartbeat, or pid gone or a zombie) and ``resume`` continues it from its kind's checkpoint.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
 import traceback
-from pathlib import Path
 from typing import Any
 
-from labcore import paths
+from labcore import jobs
 from labcore.errors import LabError
-from labcore.spec import make_spec
-from labcore.store import Claim, Store, StoreSettings, open_store, process_state
-
-DEFAULT_ENGINE = "labcore.run"
-
+from labcore.jobs import JobContext, JobInput
+from labcore.pool import add_worker_arguments, start_worker, stop_workers, supervise
+from labcore.store import HOST, Claim, Store, StoreSettings, open_store
 
 class EventSink:
     """Buffers one run's events and writes them to the store in chunks, from any thread."""
@@ -106,8 +102,9 @@ class EventSink:
 class OutputCapture:
     """Tee file descriptors 1 and 2 into a sink while a run goes (what the process prints stays visible)."""
 
-    def __init__(self, sink: EventSink) -> None:
+    def __init__(self, sink: EventSink, join_s: float = 2.0) -> None:
         self.sink = sink
+        self.join_s = join_s  # how long to wait for the pumps once the job is over
         self._saved: dict[int, int] = {}
         self._threads: list[threading.Thread] = []
 
@@ -153,7 +150,7 @@ class OutputCapture:
             os.dup2(saved, fd)  # closes our pipe's write end: the pump sees end of file
         for thread in self._threads:
             # A child process the engine started may still hold the pipe; do not wait for it forever.
-            thread.join(timeout=2.0)
+            thread.join(timeout=self.join_s)
         for saved in self._saved.values():
             os.close(saved)
 
@@ -165,14 +162,13 @@ def _write_all(fd: int, data: bytes) -> None:
 
 
 class Worker:
-    """Claims and runs specs until stopped (SIGTERM/SIGINT), or until idle when ``exit_when_idle``."""
+    """Claims and runs jobs until stopped (SIGTERM/SIGINT), or until idle when ``exit_when_idle``."""
 
-    def __init__(self, store: Store, *, engine: str = DEFAULT_ENGINE, checkpoint_every: int | None = None,
-                 exit_when_idle: bool = False, max_runs: int = 0, threads: int = 0) -> None:
+    def __init__(self, store: Store, *, checkpoint_every: int | None = None, exit_when_idle: bool = False,
+                 max_runs: int = 0, threads: int = 0) -> None:
         self.store = store
-        self.threads = threads  # torch threads per run; 0: the cores divided among this host's workers
+        self.threads = threads  # torch threads per job; 0: the cores divided among this host's workers
         self.settings = store.settings
-        self.engine_name = engine
         self.checkpoint_every = self.settings.checkpoint_every if checkpoint_every is None else checkpoint_every
         self.exit_when_idle = exit_when_idle
         self.max_runs = max_runs
@@ -181,15 +177,14 @@ class Worker:
         self._wake = threading.Event()
         self._halt = threading.Event()
         self._current: tuple[Claim, EventSink] | None = None
-        self._lost = False  # the run was taken from us (resumed elsewhere after a false "dead")
-        self.engine: Any = None
-        self.engine_error = ""
-        self.state = "starting"  # "idle" once the engine and torch are imported (a warm worker)
+        self._lost = False  # the job was taken from us (resumed elsewhere after a false "dead")
+        self.load_error = ""  # the traceback of a kind module that could not be imported
+        self.state = "starting"  # "idle" once the kinds and torch are imported (a warm worker)
 
     # ------------------------------------------------------------------------------------ signals
     def _on_signal(self, signum: int, _frame: Any) -> None:
-        # Finish the current step, checkpoint and record `interrupted` (the engine does that when
-        # should_stop says so); an idle worker just leaves its loop.
+        # Finish the current step, checkpoint and record `interrupted` (a kind that stops itself does
+        # that when should_stop says so); an idle worker just leaves its loop.
         self.stop_reason = "interrupted"
         self._wake.set()
 
@@ -219,22 +214,13 @@ class Worker:
 
     # ----------------------------------------------------------------------------------- the loop
     def serve(self) -> int:
-        """Run until stopped; returns the number of runs handled."""
+        """Run until stopped; returns the number of jobs handled."""
         self.store.worker_heartbeat(self.pid, state="starting")
         beat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         beat.start()
         handled = 0
         try:
-            # Import the engine (and torch) before the first claim: a warm worker starts runs at once.
-            try:
-                self.engine = importlib.import_module(self.engine_name)
-            except Exception:
-                # Keep serving: each claimed run then fails with this traceback in its log, which the
-                # page shows, instead of runs waiting forever for a worker that keeps dying.
-                self.engine_error = traceback.format_exc()
-                print(f"worker {self.pid}: cannot import the engine {self.engine_name}:\n"
-                      f"{self.engine_error}", file=sys.stderr, flush=True)
-            self._warm_up()
+            self._load_kinds()
             self.state = "idle"
             self.store.worker_heartbeat(self.pid, state="idle")
             print(f"worker {self.pid}: ready (store {self.store.root})", flush=True)
@@ -248,12 +234,8 @@ class Worker:
                 seq = self.store.queue_seq()
                 # Only take the lock when something was pushed since the queue was last seen empty
                 # (and now and then anyway, as a safety net).
-                if seq != empty_seq or now - last_full_claim >= 5.0:
+                if seq != empty_seq or now - last_full_claim >= self.settings.full_claim_every_s:
                     last_full_claim = now
-                    job = self.store.claim_job(self.pid)
-                    if job is not None:
-                        self.run_job(job)
-                        continue
                     claim = self.store.claim(self.pid)
                     if claim is not None:
                         self.run_claim(claim)
@@ -269,42 +251,39 @@ class Worker:
             self._halt.set()
             beat.join(timeout=5)
             self.store.unregister_worker(self.pid)
-            print(f"worker {self.pid}: stopped after {handled} run(s)", flush=True)
+            print(f"worker {self.pid}: stopped after {handled} job(s)", flush=True)
         return handled
 
-    def _warm_up(self) -> None:
-        """Import what every run needs (torch, transformers) now, so a submitted run starts at once.
-
-        The engine imports them lazily (its module stays light for the pages' spec resolution); a
-        ``warm_up()`` of the engine's own, where it has one, says best what to load.
-        """
-        if self.engine is None:
-            return
-        hook = getattr(self.engine, "warm_up", None)
-        names = () if hook else ("torch", "transformers", "labcore.train", "labcore.models", "labcore.protocols")
+    def _load_kinds(self) -> None:
+        """Import the job kinds (those named in TRANSFERLAB_JOB_MODULES too) and warm each one up (torch,
+        transformers), before the first claim: a warm worker starts a job at once."""
         try:
-            if hook:
-                hook()
-            for name in names:
-                importlib.import_module(name)
+            jobs.load_modules()
         except Exception:
-            # Not fatal here: the first run meets the same error and records it in its log.
-            print(f"worker {self.pid}: warm-up failed:\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+            # Keep serving: each claimed job then fails with this traceback in its log, which the page
+            # shows, instead of jobs waiting forever for a worker that keeps dying.
+            self.load_error = traceback.format_exc()
+            print(f"worker {self.pid}: cannot import the job kinds:\n{self.load_error}", file=sys.stderr, flush=True)
+        for name, kind in jobs.KINDS.items():
+            if kind.warm_up is None:
+                continue
+            try:
+                kind.warm_up()
+            except Exception:
+                # Not fatal here: the first job of the kind meets the same error and records it in its log.
+                print(f"worker {self.pid}: warm-up of {name} failed:\n{traceback.format_exc()}", file=sys.stderr,
+                      flush=True)
 
-    def _engine_options(self) -> dict[str, Any]:
-        """Threads for this run: the machine's cores shared by the workers alive on it.
+    def _threads(self) -> int:
+        """Threads for a job: the machine's cores shared by the workers alive on it.
 
         torch uses every core by default; two workers doing so on two cores run far slower than two
         workers with one thread each (oversubscription), so the cores are divided.
         """
-        if "threads" not in inspect.signature(self.engine.iter_run).parameters:
-            return {}
         if self.threads:
-            return {"threads": self.threads}
-        from labcore.store import HOST
-
+            return self.threads
         local = sum(1 for w in self.store.workers() if w.get("host") == HOST) or 1
-        return {"threads": max(1, (os.cpu_count() or 1) // local)}
+        return max(1, (os.cpu_count() or 1) // local)
 
     def _should_stop(self, claim: Claim) -> str | None:
         if self.store.cancel_requested(claim.key, claim.attempt):
@@ -313,47 +292,42 @@ class Worker:
             return "interrupted"
         return None
 
-    def run_job(self, job: dict) -> str:
-        """Run one analysis job (attention maps of a finished run); its errors land in the job record."""
-        try:
-            from labcore.analysis.attention import compute_attention
+    def _context(self, claim: Claim) -> JobContext:
+        inputs = {key: JobInput(record=self.store.record(key), workdir=self.store.workdir(key))
+                  for key in claim.requires}
+        return JobContext(workdir=claim.workdir, should_stop=lambda: self._should_stop(claim), resume=claim.resume,
+                          checkpoint_every=self.checkpoint_every, threads=self._threads(), inputs=inputs)
 
-            compute_attention(self.store, job["key"], job["split"], job["index"])
-            self.store.finish_job(job["id"], "done")
-            return "done"
-        except LabError as exc:
-            self.store.finish_job(job["id"], "failed", str(exc))
-        except Exception:
-            self.store.finish_job(job["id"], "failed", traceback.format_exc())
-        return "failed"
+    def _events(self, claim: Claim):
+        if self.load_error:
+            raise RuntimeError(f"the job kinds could not be imported:\n{self.load_error}")
+        kind = jobs.get_kind(claim.kind)
+        claim.workdir.mkdir(parents=True, exist_ok=True)
+        return kind, kind.handler(kind.from_dict(claim.spec), self._context(claim))
 
     def run_claim(self, claim: Claim) -> str:
-        """Run one claimed spec to its end; returns the status recorded."""
+        """Run one claimed job to its end; returns the status recorded."""
         sink = EventSink(self.store, claim.key, self.settings)
         self._current = (claim, sink)
         self._lost = False
         status, result, error, trace = "failed", None, "", ""
         try:
-            with OutputCapture(sink):
+            with OutputCapture(sink, self.settings.capture_join_s):
                 try:
-                    if self.engine is None:
-                        raise RuntimeError(f"the engine {self.engine_name} could not be imported:\n"
-                                           f"{self.engine_error}")
-                    spec = make_spec(**claim.spec)
-                    claim.workdir.mkdir(parents=True, exist_ok=True)
-                    options = self._engine_options()
-                    events = self.engine.iter_run(spec, workdir=claim.workdir,
-                                                  should_stop=lambda: self._should_stop(claim),
-                                                  resume=claim.resume, checkpoint_every=self.checkpoint_every,
-                                                  **options)
+                    kind, events = self._events(claim)
                     for event in events:
                         if event.get("type") == "result":
                             result = event.get("record") or {}
-                            status = result.get("status", "done")
-                        else:
-                            sink.add(event)
-                    if result is None:
-                        error = "the engine stopped without a result; the run's log may say why"
+                            status = event.get("status") or result.get("status", "done")
+                            continue
+                        sink.add(event)
+                        reason = None if kind.stops_itself else self._should_stop(claim)
+                        if reason:
+                            events.close()  # the handler's finally blocks run; nothing is half-written
+                            status, result = reason, None
+                            break
+                    if result is None and status not in ("cancelled", "interrupted"):
+                        error = "the job stopped without a result; its log may say why"
                 except LabError as exc:
                     error = str(exc)
                     sink.log(error, "error")
@@ -363,7 +337,7 @@ class Worker:
                     sink.log(trace, "traceback")
         finally:
             if status not in ("done", "diverged", "cancelled", "interrupted", "failed"):
-                error = error or f"the engine reported an unknown status {status!r}"
+                error = error or f"the job reported an unknown status {status!r}"
                 status = "failed"
             metrics = (result or {}).get("metrics")
             sink.add({"type": "result", "status": status, "metrics": metrics, "error": error})
@@ -371,126 +345,11 @@ class Worker:
             if not self._lost:
                 self.store.finish(claim.key, claim.attempt, status, result=result, error=error, traceback=trace)
             self._current = None
-        print(f"worker {self.pid}: {claim.key} {status}" + (f" ({error})" if error else ""), flush=True)
+        print(f"worker {self.pid}: {claim.kind} {claim.key} {status}" + (f" ({error})" if error else ""), flush=True)
         return status
 
 
-# ------------------------------------------------------------------------------------- process control
-def worker_command(store: Store, *extra: str) -> list[str]:
-    """The argv that starts one worker process on ``store``."""
-    return [sys.executable, "-m", "labcore.worker", "--store", str(store.root), *extra]
-
-
-def start_worker(store: Store, *, new_session: bool = True, extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
-    """Start a worker process in the background; its output goes to ``<store>/logs/worker-<pid>.log``.
-
-    ``new_session`` (the app's choice) lets the worker outlive the page and the server that started it;
-    whoever starts one must also stop it (:func:`stop_workers`).
-    """
-    store.logs_dir.mkdir(parents=True, exist_ok=True)
-    log_path = store.logs_dir / f"worker-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.log"
-    with open(log_path, "ab") as log:
-        process = subprocess.Popen(worker_command(store, *extra_args), stdin=subprocess.DEVNULL, stdout=log,
-                                   stderr=subprocess.STDOUT, cwd=str(paths.REPO_ROOT),
-                                   start_new_session=new_session, env=_child_env())
-    store.register_worker(process.pid, state="starting", command=" ".join(worker_command(store, *extra_args)))
-    _CHILDREN.append(process)
-    return process
-
-
-_CHILDREN: list[subprocess.Popen] = []
-
-
-def reap_children() -> None:
-    """Collect exit codes of workers this process started, so they do not linger as zombies."""
-    for process in list(_CHILDREN):
-        if process.poll() is not None:
-            _CHILDREN.remove(process)
-
-
-def _child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    # The worker must find this checkout's labcore whatever the caller's working directory was.
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
-    env.setdefault("TRANSFERLAB_CACHE", str(paths.cache_dir()))
-    return env
-
-
-def _is_worker_process(pid: int) -> bool:
-    # A pid can be reused by an unrelated process after the worker died: only signal ours.
-    try:
-        return b"labcore" in Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return not Path("/proc/self").exists()  # no /proc: trust the registration
-
-
-def stop_workers(store: Store, *, timeout_s: float = 30.0) -> list[int]:
-    """SIGTERM every registered worker on this host, wait for them, SIGKILL the ones still there.
-
-    A worker in the middle of a run finishes its step, checkpoints and records ``interrupted`` first;
-    ``timeout_s`` bounds that wait. Returns the pids that were signalled.
-    """
-    from labcore.store import HOST
-
-    pids = [w["pid"] for w in store.workers(alive_only=True)
-            if w.get("host") == HOST and _is_worker_process(w["pid"])]
-    for pid in pids:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-    deadline = time.time() + timeout_s
-    while time.time() < deadline:
-        reap_children()
-        if all(process_state(pid) in ("gone", "zombie") for pid in pids):
-            break
-        time.sleep(0.1)
-    for pid in pids:
-        if process_state(pid) == "alive":
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    reap_children()
-    for pid in pids:
-        store.unregister_worker(pid)
-    store.reap()
-    return pids
-
-
-def supervise(store: Store, count: int, extra_args: tuple[str, ...] = ()) -> int:
-    """Run ``count`` worker processes in this process group until they exit; forward SIGTERM/SIGINT."""
-    children = [subprocess.Popen(worker_command(store, *extra_args), env=_child_env()) for _ in range(count)]
-
-    def forward(signum: int, _frame: Any) -> None:
-        for child in children:
-            if child.poll() is None:
-                child.send_signal(signum)
-
-    signal.signal(signal.SIGTERM, forward)
-    signal.signal(signal.SIGINT, forward)
-    return max(child.wait() for child in children)
-
-
 # ------------------------------------------------------------------------------------------ command line
-def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="run N worker processes (each claims its own specs)")
-    parser.add_argument("--stop", action="store_true", help="stop the running workers (by pid) and exit")
-    parser.add_argument("--detach", action="store_true",
-                        help="start the worker(s) in the background, in their own session, and return")
-    parser.add_argument("--timeout", type=float, default=30.0,
-                        help="with --stop: seconds to let a run checkpoint before SIGKILL (default 30)")
-    parser.add_argument("--store", default=None, help="store folder (default: <TRANSFERLAB_CACHE>/store)")
-    parser.add_argument("--checkpoint-every", type=int, default=None, metavar="STEPS",
-                        help=f"steps between resume checkpoints (default {StoreSettings.checkpoint_every})")
-    parser.add_argument("--threads", type=int, default=0, metavar="N",
-                        help="torch threads per run (default: the cores divided among the workers alive here)")
-    parser.add_argument("--exit-when-idle", action="store_true", help="exit once the queue is empty")
-    parser.add_argument("--max-runs", type=int, default=0, help="exit after this many runs (0: no limit)")
-    parser.add_argument("--engine", default=DEFAULT_ENGINE, help=argparse.SUPPRESS)  # module with iter_run
-
-
 def run_worker_command(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     if args.stop:
@@ -506,8 +365,6 @@ def run_worker_command(args: argparse.Namespace) -> int:
         extra += ["--max-runs", str(args.max_runs)]
     if args.threads:
         extra += ["--threads", str(args.threads)]
-    if args.engine != DEFAULT_ENGINE:
-        extra += ["--engine", args.engine]
     if args.workers < 1:
         raise LabError(f"--workers must be at least 1, got {args.workers}")
     if args.detach:
@@ -517,7 +374,7 @@ def run_worker_command(args: argparse.Namespace) -> int:
         return 0
     if args.workers > 1:
         return supervise(store, args.workers, tuple(extra))
-    worker = Worker(store, engine=args.engine, checkpoint_every=args.checkpoint_every,
+    worker = Worker(store, checkpoint_every=args.checkpoint_every,
                     exit_when_idle=args.exit_when_idle, max_runs=args.max_runs, threads=args.threads)
     worker.install_signal_handlers()
     worker.serve()
@@ -525,7 +382,7 @@ def run_worker_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m labcore.worker", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m labcore.worker", description="Run queued jobs")
     add_worker_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -1,25 +1,25 @@
 """Attention: one example of a finished run under the pretrained, random and fine-tuned weights, per layer and
 head, with the input shown as the discipline's symbols and as the vocabulary tokens they were fed as.
 
-The maps are computed by the worker (an ``attention`` job) and stored beside the run; this page only asks
-for them and draws what is stored. ``?run=KEY&split=test&index=0`` names what is shown.
+The maps are computed by the worker (an ``attention`` job, submitted through the executor) and stored in
+the job's folder; this page only asks for them and draws what is stored. ``?run=KEY&split=test&index=0`` names what is shown.
 """
 
 from __future__ import annotations
 
 import json
-import math
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from labcore import data as disciplines
-from labcore import figures, ui_state
+from labcore import figures, jobs
 from labcore.analysis import attention as attn
+from labcore.data.images import patches_image
 from labcore.errors import LabError
-from labcore.store import FINISHED
-from pages import common
+from labcore.jobs.attention import RESULT_FILE, AttentionSpec
+from labcore.store import ACTIVE, FINISHED, STOPPED
+from pages import common, state
 
 common.through_router()
 
@@ -27,7 +27,7 @@ st.title(":material/visibility: Attention")
 st.caption("What does each head look at? The same example through the pretrained weights before training, a "
            "random initialisation, and the run's fine-tuned weights (FPT §3.5 draws such maps for bit tasks; "
            "Kao & Lee §4.4.1 compare heads by matching them).")
-store = ui_state.get_store()
+store = state.get_store()
 record = common.pick_run(store, key="att.run", label="Finished run", statuses=FINISHED)
 if record is None:
     st.info("No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come "
@@ -36,7 +36,7 @@ if record is None:
 key = record["key"]
 spec = record["spec"]
 try:
-    info = ui_state.discipline_info(spec["discipline"], spec.get("discipline_params"))
+    info = state.discipline_info(spec["discipline"], spec.get("discipline_params"))
 except LabError as exc:
     st.error(f"{exc}. This run's discipline is not available here, so its examples cannot be shown.")
     st.stop()
@@ -51,18 +51,18 @@ def _dataset(name: str, params_json: str):
 # ---------------------------------------------------------------------------------------------- example
 c1, c2 = st.columns([1, 3])
 splits = list(attn.SPLITS)
-split_widget = ui_state.remember("att.split", "test", splits)
-external_split = ui_state.qp_external("split")
+split_widget = state.remember("att.split", "test", splits)
+external_split = state.qp_external("split")
 if external_split in splits:
     st.session_state[split_widget] = external_split
-split = ui_state.keep("att.split", c1.selectbox("Split", splits, key=split_widget))
+split = state.keep("att.split", c1.selectbox("Split", splits, key=split_widget))
 try:
     dataset = _dataset(spec["discipline"], json.dumps(spec.get("discipline_params") or {}, sort_keys=True))
 except LabError as exc:
     st.error(str(exc))
     st.stop()
 size = len(dataset[split])
-external_index = ui_state.qp_external("index")
+external_index = state.qp_external("index")
 index_key = "w:att.index"
 if external_index is not None and external_index.isdigit():
     st.session_state[index_key] = min(int(external_index), max(0, size - 1))
@@ -70,60 +70,47 @@ st.session_state.setdefault(index_key, 0)
 st.session_state[index_key] = min(int(st.session_state[index_key]), max(0, size - 1))
 index = int(c1.number_input(f"Example (0–{size - 1})", min_value=0, max_value=max(0, size - 1), step=1,
                             key=index_key))
-ui_state.set_qp(split=split, index=str(index))
+state.set_qp(split=split, index=str(index))
 row = dataset[split][index]
 with c2:
     st.markdown(f"**Label:** {disciplines.label_name(info, row['label'])}")
-    st.code(ui_state.render_example(info, row), language="text")
+    st.code(state.render_example(info, row), language="text")
 
 # ------------------------------------------------------------------------------------------ the maps
-request = getattr(store, "request_attention", None)
-lookup = getattr(store, "attention_result", None)
+# An `attention` job of the executor computes them; its key is known before it is submitted, so a page
+# visit finds maps computed earlier (by anyone) without asking again.
+job_spec = AttentionSpec(run=key, split=split, index=index)
+job_key = jobs.key_of(job_spec)
+job = store.get(job_key)
 path = None
 failure = ""
-job_of = getattr(store, "attention_job", None)
-if lookup is not None:
-    try:
-        path = lookup(key, split, index)
-    except LabError as exc:
-        failure = str(exc)
-    job = job_of(key, split, index) if job_of is not None else None
-    if path is None and job is not None and job.get("status") == "failed":
-        failure = job.get("error") or "the job failed without a message; the worker's log may say why"
+if job is not None and job["status"] in FINISHED and (store.workdir(job_key) / RESULT_FILE).is_file():
+    path = store.workdir(job_key) / RESULT_FILE
+elif job is not None and job["status"] in STOPPED:
+    failure = job.get("error") or "the job stopped without a message; the worker's log may say why"
+# Maps computed before attention maps became a job kind were written into the run's own folder.
 if path is None and attn.attention_path(store.workdir(key), split, index).is_file():
     path = attn.attention_path(store.workdir(key), split, index)
 
 if path is None:
-    if request is None or lookup is None:
-        st.warning("The attention job is not available in this version of the store (it has no "
-                   "`request_attention`/`attention_result`), so maps cannot be computed from the app. From a "
-                   "terminal: `python -c \"from labcore.store import open_store; from labcore.analysis.attention "
-                   f"import compute_attention; print(compute_attention(open_store(), '{key}', '{split}', {index}))\"`"
-                   ", then reload this page.")
-        st.stop()
     asked = st.session_state.setdefault("_att_asked", set())
     if failure:
         st.error(f"Computing the maps failed: {failure}")
         if not st.button("Try again", key="btn.att.again"):
             st.stop()
-        asked.discard((key, split, index))
-    if (key, split, index) not in asked:
+        asked.discard(job_key)
+    if job_key not in asked:
         try:
-            request(key, split, index)  # idempotent: a job already queued or running is left as it is
-            ui_state.get_executor().ensure_workers()
+            state.get_executor().submit(job_spec)  # idempotent: a job already queued or running is left as it is
         except LabError as exc:
             st.error(str(exc))
             st.stop()
-        asked.add((key, split, index))
+        asked.add(job_key)
 
-    @st.fragment(run_every=2.0)
+    @st.fragment(run_every=common.REFRESH.attention_job_s)
     def waiting() -> None:
-        try:
-            ready = lookup(key, split, index)
-        except LabError:
-            ready = True
-        job = job_of(key, split, index) if job_of is not None else None
-        if ready is not None or (job is not None and job.get("status") == "failed"):
+        current = store.get(job_key)
+        if current is None or current["status"] not in ACTIVE:
             st.rerun()  # done, or failed: the full page shows the maps, or why and a button to try again
         st.info(":material/hourglass_top: The worker computes this example's maps under the pretrained, random "
                 "and fine-tuned weights (it queues behind training runs). They appear here by themselves.")
@@ -147,16 +134,9 @@ tokens_table = pd.DataFrame({"position": range(len(maps.symbols)), "symbol": map
                              "vocabulary token": maps.vocab_tokens})
 with st.expander("The input, position by position: the discipline's symbols and the vocabulary tokens fed to the "
                  "model", expanded=False):
-    if maps.vectors is not None and info.vectors_are_patches and maps.vectors.ndim == 2:
-        from labcore.data.images import patches_to_image
-
-        patch = int(round(math.sqrt(maps.vectors.shape[1])))
-        grid = int(round(math.sqrt(maps.vectors.shape[0])))
-        try:
-            st.image(np.clip(patches_to_image(maps.vectors, patch, grid * patch), 0, 1), width=160,
-                     caption="the image, from its patches (one patch = one position)")
-        except LabError:
-            pass
+    image = patches_image(maps.vectors) if maps.vectors is not None and info.vectors_are_patches else None
+    if image is not None:
+        st.image(image, width=160, caption="the image, from its patches (one patch = one position)")
     st.dataframe(tokens_table.T, width="stretch")
 
 axis_options = ["discipline symbols", "vocabulary tokens"]

@@ -7,13 +7,15 @@ costs nothing; when the last run ends, the fragment reruns the whole page once t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import streamlit as st
 
-from labcore import figures, ui_state
+from labcore import compare, figures
 from labcore.errors import LabError
-from labcore.store import ACTIVE, FINISHED, STOPPED
+from labcore.store import ACTIVE, STOPPED
+from pages import state
 
 PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function page of app.py)
     "new": "pages/new_experiment.py",
@@ -23,7 +25,24 @@ PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function p
     "mapping": "pages/mapping.py",
     "data": "pages/data.py",
 }
-LIVE_EVERY_S = 2.0
+
+
+@dataclass(frozen=True)
+class Refresh:
+    """How often the live parts of the pages redraw themselves (``st.fragment(run_every=...)``), in seconds.
+
+    Views of runs refresh only while a run is queued or running, and a background task's view only while the
+    task works, so an idle page costs nothing.
+    """
+
+    task_s: float = 1.0  # a background task's messages: fetching assets, building a data set
+    live_runs_s: float = 2.0  # progress bars and curves of queued or running runs
+    attention_job_s: float = 2.0  # waiting for the worker to compute an example's attention maps
+    run_list_s: float = 3.0  # the Runs page's queue table, while any run is active
+    worker_status_s: float = 5.0  # the worker and queue status line (sidebar and Home)
+
+
+REFRESH = Refresh()
 STATUS_ICONS = {"queued": ":material/schedule:", "running": ":blue[:material/play_circle:]",
                 "done": ":green[:material/check_circle:]", "diverged": ":orange[:material/warning:]",
                 "failed": ":red[:material/error:]", "cancelled": ":gray[:material/stop_circle:]",
@@ -55,7 +74,7 @@ def ensure_worker_if_needed(summary: dict[str, Any]) -> None:
     """The app starts a worker when runs wait in the queue and none is alive (e.g. after a restart)."""
     if summary["queued"] and not summary["workers"]:
         try:
-            started = ui_state.get_executor().ensure_workers()
+            started = state.get_executor().ensure_workers()
         except (LabError, OSError) as exc:
             st.sidebar.error(f"Could not start a worker: {exc}. Start one by hand: `python -m labcore worker`.")
             return
@@ -65,10 +84,10 @@ def ensure_worker_if_needed(summary: dict[str, Any]) -> None:
 
 def sidebar_status() -> None:
     """Worker and queue status in the sidebar, refreshed every few seconds."""
-    @st.fragment(run_every=5.0)
+    @st.fragment(run_every=REFRESH.worker_status_s)
     def status() -> None:
-        store = ui_state.get_store()
-        summary = ui_state.worker_summary(store)
+        store = state.get_store()
+        summary = state.worker_summary(store)
         ensure_worker_if_needed(summary)
         workers = summary["workers"]
         if workers:
@@ -104,18 +123,18 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
         return None
     keys = [r["key"] for r in records]
     by_key = {r["key"]: r for r in records}
-    wanted = ui_state.qp_external("run")
+    wanted = state.qp_external("run")
     if wanted and wanted not in by_key:
         try:
             wanted = store.resolve_key(wanted)
         except LabError:
             wanted = None
-    widget = ui_state.remember(key, keys[0], keys)
+    widget = state.remember(key, keys[0], keys)
     if wanted in by_key:
         st.session_state[widget] = wanted
     chosen = st.selectbox(label, keys, key=widget, format_func=lambda k: run_option_label(by_key[k]))
-    ui_state.keep(key, chosen)
-    ui_state.set_qp(run=chosen)
+    state.keep(key, chosen)
+    state.set_qp(run=chosen)
     return by_key[chosen]
 
 
@@ -125,8 +144,7 @@ def short_labels(store, keys: Sequence[str]) -> list[str]:
     records = [store.get(k) or {"spec": {}, "key": k} for k in keys]
     if len(records) < 2:
         return [r.get("label", r["key"][:8]) for r in records]
-    names = sorted({f for r in records for f in r["spec"]})
-    fields = [f for f in names if len({str(r["spec"].get(f)) for r in records}) > 1 and f != "discipline_params"]
+    fields = compare.varying([r["spec"] for r in records], ignore=("discipline_params",))
     fields = sorted(fields, key=lambda f: (f == "seed", f))  # the seed last: "random · seed=1"
     return [figures.condition_label(r["spec"], fields) if fields else r.get("label", r["key"][:8]) for r in records]
 
@@ -134,7 +152,7 @@ def short_labels(store, keys: Sequence[str]) -> list[str]:
 def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, smoothing: float = 0.0,
                   title: str = ""):
     """The overlay figure of several runs (train loss solid, validation metric dashed on the right axis)."""
-    cache = ui_state.stream_cache()
+    cache = state.stream_cache()
     runs = []
     metric = ""
     names = list(roles) if roles is not None else short_labels(store, keys)
@@ -142,7 +160,7 @@ def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None
         record = store.get(key)
         if record is None:
             continue
-        train, validation, name = ui_state.run_curves(store, key, cache)
+        train, validation, name = state.run_curves(store, key, cache)
         metric = metric or name
         role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record["spec"])
         label = names[i] if i < len(names) else record.get("label", key[:8])
@@ -154,7 +172,7 @@ def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None
 
 def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None) -> None:
     """One progress bar per run, with its ETA while it trains."""
-    cache = ui_state.stream_cache()
+    cache = state.stream_cache()
     names = list(roles) if roles is not None else short_labels(store, keys)
     for i, key in enumerate(keys):
         try:
@@ -162,7 +180,7 @@ def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None
         except LabError:
             continue
         events = cache.events.get(key, [])
-        prog = ui_state.progress(status.status, status.step, status.total_steps, events)
+        prog = state.progress(status.status, status.step, status.total_steps, events)
         name = names[i] if i < len(names) else status.label
         st.progress(prog.fraction, text=f"{STATUS_ICONS.get(status.status, '')} **{name}**: {prog.text}")
         if status.error and status.status in STOPPED:
@@ -171,7 +189,8 @@ def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None
 
 def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, fragment_key: str,
               smoothing_key: str | None = None, title: str = "") -> bool:
-    """Progress and overlaid curves of ``keys``, refreshed every 2 s while any is queued or running.
+    """Progress and overlaid curves of ``keys``, refreshed every few seconds (:attr:`Refresh.live_runs_s`) while
+    any is queued or running.
 
     Returns whether any run is still active (at the time of the full page run).
     """
@@ -186,19 +205,13 @@ def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *,
         progress_rows(store, keys, roles)
         points = sum(len(r.train_loss) for r in runs)
         st.plotly_chart(fig, key=f"{fragment_key}-chart", config={"displaylogo": False})
-        st.caption(f"{points} train-loss points so far" + (" · refreshing every 2 s" if now_active else ""),
+        refreshing = f" · refreshing every {REFRESH.live_runs_s:g} s" if now_active else ""
+        st.caption(f"{points} train-loss points so far{refreshing}",
                    help="The curves come from the worker's metric stream; a page reload shows the same view "
                         "because the runs are named in the address bar.")
         if active and not now_active:
             st.rerun()  # the last run just ended: redraw the whole page once, with its results
 
-    st.fragment(body, run_every=LIVE_EVERY_S if active else None)()
+    st.fragment(body, run_every=REFRESH.live_runs_s if active else None)()
     return active
 
-
-def show_lab_error(exc: Exception) -> None:
-    st.error(str(exc))
-
-
-def finished(status: str) -> bool:
-    return status in FINISHED

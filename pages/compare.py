@@ -12,14 +12,14 @@ import math
 import pandas as pd
 import streamlit as st
 
-from labcore import figures, ui_state
+from labcore import figures
 from labcore.errors import LabError
-from pages import common
+from pages import common, state
 
 common.through_router()
 
 st.title(":material/bar_chart: Compare")
-store = ui_state.get_store()
+store = state.get_store()
 with_result = [r for r in store.runs() if r.get("result")]
 if not with_result:
     st.info("Nothing to compare yet: runs appear here once they have a result. Run a demo on **Home**, or a "
@@ -44,14 +44,14 @@ def _run_keys(prefixes: list[str]) -> list[str]:
 
 
 # The address decides when it was set from outside (a link, a reload); otherwise the widgets do.
-external_groups = ui_state.qp_external("groups")
-external_runs = ui_state.qp_external("runs")
+external_groups = state.qp_external("groups")
+external_runs = state.qp_external("runs")
 if "w:cmp.groups" not in st.session_state or external_groups is not None or external_runs is not None:
     from_groups = [g for g in (external_groups or "").split(",") if g in groups]
     from_runs = _run_keys([k for k in (external_runs or "").split(",") if k])
     if not from_groups and not from_runs:  # first visit without a link: the last choice, else the newest group
-        from_groups = [g for g in ui_state.remembered("cmp.groups", []) if g in groups]
-        from_runs = [k for k in ui_state.remembered("cmp.runs", []) if k in by_key]
+        from_groups = [g for g in state.remembered("cmp.groups", []) if g in groups]
+        from_runs = [k for k in state.remembered("cmp.runs", []) if k in by_key]
         if not from_groups and not from_runs:
             from_groups = [groups[-1]] if groups else []
             from_runs = [] if groups else list(by_key)[-2:]
@@ -62,15 +62,15 @@ c1, c2 = st.columns(2)
 chosen_groups = c1.multiselect("Groups (demos, sweeps, pairs)", groups[::-1], key="w:cmp.groups")
 chosen_runs = c2.multiselect("Single runs", list(by_key)[::-1], key="w:cmp.runs",
                              format_func=lambda k: common.run_option_label(by_key[k]))
-ui_state.keep("cmp.groups", chosen_groups)
-ui_state.keep("cmp.runs", chosen_runs)
-ui_state.set_qp(groups=chosen_groups or None, runs=[k[:12] for k in chosen_runs] or None)
+state.keep("cmp.groups", chosen_groups)
+state.keep("cmp.runs", chosen_runs)
+state.set_qp(groups=chosen_groups or None, runs=[k[:12] for k in chosen_runs] or None)
 
 keys: list[str] = []
 for group in chosen_groups:
     keys += [k for k in store.group(group)["keys"] if k not in keys]
 keys += [k for k in chosen_runs if k not in keys]
-records = ui_state.results(store, keys)
+records = state.results(store, keys)
 waiting = [k for k in keys if k not in {r.key for r in records}]
 if waiting:
     st.caption(f"{len(waiting)} selected run(s) have no result yet (queued or running); they join the tables "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import time
 from typing import Any
 
@@ -17,12 +16,14 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from labcore import assets, figures, ui_state
+from labcore import assets, figures
 from labcore import data as disciplines
 from labcore.data import base as data_base
 from labcore.data import upload as uploads
+from labcore.data.images import patches_image
 from labcore.errors import LabError
-from pages import common
+from labcore.fmt import fmt_duration
+from pages import common, state
 
 common.through_router()
 
@@ -52,28 +53,12 @@ def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
     train = dataset["train"]
     picks = np.linspace(0, len(train) - 1, num=min(6, len(train)), dtype=int).tolist() if len(train) else []
     examples = [{"label": disciplines.label_name(info, train[i]["label"]),
-                 "shown": ui_state.render_example(info, train[i]),
+                 "shown": state.render_example(info, train[i]),
                  "vectors": train[i].get("vectors")} for i in picks]
     groups = None
     if "group" in train.column_names:
         groups = {split: len(set(dataset[split]["group"])) for split in dataset}
     return {"sizes": sizes, "counts": counts, "lengths": lengths, "examples": examples, "groups": groups}
-
-
-def _image(vectors: list[list[float]]) -> np.ndarray | None:
-    from labcore.data.images import patches_to_image
-
-    array = np.asarray(vectors, dtype=float)
-    if array.ndim != 2:
-        return None
-    patch = int(round(math.sqrt(array.shape[1])))
-    grid = int(round(math.sqrt(array.shape[0])))
-    if patch * patch != array.shape[1] or grid * grid != array.shape[0]:
-        return None
-    try:
-        return np.clip(patches_to_image(array, patch, grid * patch), 0, 1)
-    except LabError:
-        return None
 
 
 # ---------------------------------------------------------------------------------------- disciplines
@@ -93,12 +78,12 @@ def discipline_tab() -> None:
                      "licence": info.licence})
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
-    widget = ui_state.remember("data.discipline", names[0], names)
-    external = ui_state.qp_external("discipline")
+    widget = state.remember("data.discipline", names[0], names)
+    external = state.qp_external("discipline")
     if external in names:
         st.session_state[widget] = external
-    name = ui_state.keep("data.discipline", st.selectbox("Look at", names, key=widget))
-    ui_state.set_qp(discipline=name)
+    name = state.keep("data.discipline", st.selectbox("Look at", names, key=widget))
+    state.set_qp(discipline=name)
     discipline = disciplines.get(name)
     presets = [""] + list(discipline.presets)
     preset = st.selectbox("Variant", presets, key=f"keep.data.preset.{name}",
@@ -119,7 +104,7 @@ def discipline_tab() -> None:
         st.warning(f"Not available here: {why}")
     params_json = json.dumps(dataclasses.asdict(params), sort_keys=True, default=list)
     task_name = f"build:{name}:{data_base.params_key(name, params)}"
-    task = ui_state.get_task(task_name)
+    task = state.get_task(task_name)
     if not _built(name, params):
         if task is None or task.done:
             if task is not None and task.error:
@@ -128,14 +113,14 @@ def discipline_tab() -> None:
                     "read from the cache." + (" Music parses scores: expect a few minutes." if name.startswith(
                         "music") else ""))
             if ok and st.button("Build it now", key=f"btn.data.build.{name}"):
-                ui_state.start_task(task_name, lambda progress: disciplines.load(
+                state.start_task(task_name, lambda progress: disciplines.load(
                     name, dataclasses.asdict(params), progress=progress))
                 st.rerun()
         if task is not None and not task.done:
-            @st.fragment(run_every=1.0)
+            @st.fragment(run_every=common.REFRESH.task_s)
             def building() -> None:
-                current = ui_state.get_task(task_name)
-                with st.status(f"Building {name}… ({ui_state.fmt_duration(time.time() - current.started)})",
+                current = state.get_task(task_name)
+                with st.status(f"Building {name}… ({fmt_duration(time.time() - current.started)})",
                                expanded=True):
                     for message in current.messages[-8:]:
                         st.write(message)
@@ -161,7 +146,7 @@ def discipline_tab() -> None:
 
     st.markdown("**Examples from the training split, in their own symbols**")
     for example in summary["examples"]:
-        image = _image(example["vectors"]) if example.get("vectors") and info.vectors_are_patches else None
+        image = patches_image(example["vectors"]) if example.get("vectors") and info.vectors_are_patches else None
         if image is not None:
             c1, c2 = st.columns([1, 6])
             c1.image(image, width=72)

@@ -15,14 +15,15 @@ import re
 import pandas as pd
 import streamlit as st
 
-from labcore import figures, mapping as mapping_lib, ui_state
+from labcore import figures, mapping as mapping_lib
 from labcore.errors import LabError
-from pages import common
+from labcore.spec import make_spec
+from pages import common, state
 
 common.through_router()
 
 st.title(":material/swap_horiz: Token mapping")
-store = ui_state.get_store()
+store = state.get_store()
 record = common.pick_run(store, key="map.run", where=lambda r: r["spec"].get("input_adapter") == "vocab")
 if record is None:
     st.info("No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
@@ -32,9 +33,9 @@ if record is None:
 spec = record["spec"]
 key = record["key"]
 try:
-    info = ui_state.discipline_info(spec["discipline"], spec.get("discipline_params"))
-    vocab = ui_state.model_vocab(spec["model"])
-    current = ui_state.run_mapping(store, record)
+    info = state.discipline_info(spec["discipline"], spec.get("discipline_params"))
+    vocab = mapping_lib.model_vocab(spec["model"])
+    current = state.run_mapping(store, record)
 except LabError as exc:
     st.error(str(exc))
     st.stop()
@@ -83,8 +84,8 @@ st.subheader("Change it")
 kinds = ["shift", "random", "identity"] if is_text else ["random", "shift", "unused", "letters", "table"]
 titles = {"shift": "shift by k", "random": "a new random seed", "unused": "the [unused] tokens",
           "letters": "the letters themselves", "identity": "the original tokens", "table": "hand edit"}
-kind_widget = ui_state.remember("map.kind", kinds[0], kinds)
-new_kind = ui_state.keep("map.kind", st.radio("New mapping", kinds, key=kind_widget, horizontal=True,
+kind_widget = state.remember("map.kind", kinds[0], kinds)
+new_kind = state.keep("map.kind", st.radio("New mapping", kinds, key=kind_widget, horizontal=True,
                                               format_func=titles.get))
 st.caption(mapping_lib.describe_kind(new_kind))
 
@@ -170,16 +171,16 @@ if proposed is not None:
                   mapping_table=[list(r) for r in mspec.table])
     if st.button("▶ Rerun with this mapping", type="primary", key="btn.map.rerun"):
         try:
-            submission = ui_state.get_executor().submit(ui_state.spec_from(values), priority="interactive")
+            submission = state.get_executor().submit(make_spec(**values), priority="interactive")
         except LabError as exc:
             st.error(str(exc))
         else:
             st.session_state["map.outcome"] = submission.outcome
-            ui_state.set_qp(run=key, rerun=submission.key)
+            state.set_qp(run=key, rerun=submission.key)
             st.rerun()
 
 # -------------------------------------------------------------------------------------- side by side
-rerun = ui_state.qp("rerun")
+rerun = state.qp("rerun")
 if rerun:
     other = store.get(rerun)
     if other is None:
@@ -194,7 +195,7 @@ if rerun:
                      title="Train loss (solid) and validation metric (dashed)")
     rows = []
     for role, k in zip(roles, [key, rerun]):
-        result = ui_state.result_of(store, k)
+        result = state.result_of(store, k)
         status = (store.get(k) or {}).get("status")
         rows.append({"run": role, "status": status, "mapping": (store.get(k) or {}).get("label", ""),
                      f"test {result.metric if result else ''}": result.test_value if result else None,

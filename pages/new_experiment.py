@@ -13,11 +13,11 @@ from typing import Any
 import streamlit as st
 
 from labcore import data as disciplines
-from labcore import demos, spec as spec_lib, ui_state
+from labcore import demos, spec as spec_lib
 from labcore.errors import LabError
 from labcore.spec import RunSpec, make_spec, train_defaults
-from labcore.store import resolve_for_key
-from pages import common
+from labcore.resolve import resolve_spec
+from pages import common, state
 
 common.through_router()
 
@@ -28,20 +28,20 @@ st.caption("Pick what to train and how; the spec below is exactly what the worke
 
 def choose(label: str, key: str, options: list[Any], default: Any, *, fmt=None, radio: bool = False,
            help: str | None = None, column=st) -> Any:
-    widget = ui_state.remember(key, default, options)
+    widget = state.remember(key, default, options)
     maker = column.radio if radio else column.selectbox
     kwargs = dict(key=widget, help=help)
     if fmt is not None:
         kwargs["format_func"] = fmt
     if radio:
         kwargs["horizontal"] = True
-    return ui_state.keep(key, maker(label, options, **kwargs))
+    return state.keep(key, maker(label, options, **kwargs))
 
 
 # --------------------------------------------------------------------------------------------- what
-backbones = ui_state.backbones()
-inits = ui_state.inits()
-protocols = ui_state.protocols()
+backbones = state.backbones()
+inits = state.inits()
+protocols = state.protocols()
 names = disciplines.names()
 
 left, right = st.columns(2)
@@ -55,7 +55,7 @@ with right:
     discipline = choose("Discipline", "exp.discipline", names, "dna-splice" if "dna-splice" in names else names[0],
                         fmt=lambda n: f"{n} — {disciplines.get(n).title}" if not n.startswith("upload:") else n)
     try:
-        info = ui_state.discipline_info(discipline)
+        info = state.discipline_info(discipline)
         ok, why = disciplines.get(discipline).available()
         st.caption(f"{info.input_kind} → {info.output_kind}, metric {info.metric}. :material/description: "
                    f"{info.citation}")
@@ -96,8 +96,8 @@ with b2:
                         fmt=lambda s: {"full": "full", "1%": "1 %", "500": "500", "5000": "5k"}[s])
     st.caption(demos.TRAIN_SIZE_NOTES[train_size])
 with b3:
-    seed_widget = ui_state.remember("exp.seeds", [0])
-    seeds = ui_state.keep("exp.seeds", st.multiselect("Seeds", list(range(10)), key=seed_widget,
+    seed_widget = state.remember("exp.seeds", [0])
+    seeds = state.keep("exp.seeds", st.multiselect("Seeds", list(range(10)), key=seed_widget,
                                                       help="One run per seed; three or more give error bars and "
                                                            "95 % intervals on Compare."))
 
@@ -176,8 +176,8 @@ if not errors:
         base = make_spec(model=model, init=init, discipline=discipline, protocol=protocol, budget=budget,
                          train_size=train_size, protocol_params=protocol_params, discipline_params=dparams,
                          **overrides)
-        specs = [ui_state.spec_with(base, seed=s) for s in seeds]
-        resolved = resolve_for_key(specs[0])
+        specs = [base.replace(seed=s) for s in seeds]
+        resolved = resolve_spec(specs[0])
     except LabError as exc:
         errors.append(str(exc))
 
@@ -185,7 +185,7 @@ st.subheader("What will run")
 for message in errors:
     st.error(message)
 if resolved is not None:
-    labels = [resolve_for_key(s).label() for s in specs]
+    labels = [resolve_spec(s).label() for s in specs]
     st.markdown(f"**{len(specs)} run{'s' if len(specs) > 1 else ''}:** " + ", ".join(labels))
     st.code(specs[0].cli() + (f"   # and seeds {', '.join(map(str, seeds[1:]))}" if len(specs) > 1 else ""),
             language="bash", wrap_lines=True)
@@ -193,7 +193,7 @@ if resolved is not None:
         st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
         st.caption(f"key {resolved.key}")
 
-executor = ui_state.get_executor()
+executor = state.get_executor()
 
 
 def _go(group: str | None, keys: list[str]) -> None:
@@ -210,8 +210,8 @@ pair_clicked = c2.button("▶ Run pretrained vs random", disabled=resolved is No
 if run_clicked or pair_clicked:
     try:
         if pair_clicked:
-            pair = [ui_state.spec_with(s, init=i) for i in ("pretrained", "random") for s in specs]
-            group = f"pair:{discipline}:{resolve_for_key(pair[0]).key[:8]}"
+            pair = [s.replace(init=i) for i in ("pretrained", "random") for s in specs]
+            group = f"pair:{discipline}:{resolve_spec(pair[0]).key[:8]}"
             subs = executor.submit_group(group, pair, priority="interactive")
         elif len(specs) > 1:
             group = f"seeds:{discipline}:{resolved.key[:8]}"

@@ -11,15 +11,16 @@ import json
 import pandas as pd
 import streamlit as st
 
-from labcore import ui_state
 from labcore.errors import LabError
+from labcore.fmt import fmt_age, fmt_duration
+from labcore.spec import RunSpec
 from labcore.store import ACTIVE, STOPPED
-from pages import common
+from pages import common, state
 
 common.through_router()
 
 st.title(":material/list_alt: Runs")
-store = ui_state.get_store()
+store = state.get_store()
 records = store.runs()[::-1]
 if not records:
     st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
@@ -30,23 +31,23 @@ if not records:
 
 # ----------------------------------------------------------------------------------------------- the list
 def _table(rows) -> pd.DataFrame:
-    cache = ui_state.stream_cache()
+    cache = state.stream_cache()
     out = []
     for r in rows:
         beat = store.heartbeat_of(r["key"]) if r["status"] == "running" else None
         result = r.get("result") or {}
         step = (beat or {}).get("step", result.get("steps_done", 0)) or 0
         total = (beat or {}).get("total_steps", result.get("total_steps", 0)) or 0
-        prog = ui_state.progress(r["status"], int(step), int(total), cache.events.get(r["key"], []))
+        prog = state.progress(r["status"], int(step), int(total), cache.events.get(r["key"], []))
         test = result.get("test", {}).get(result.get("metric", ""), None)
         out.append({"status": r["status"], "run": r.get("label", ""), "progress": prog.fraction,
                     "where": prog.text, "test": test, "groups": ", ".join(r.get("groups", [])),
-                    "submitted": ui_state.fmt_age(r.get("submitted_at")), "key": r["key"][:12]})
+                    "submitted": fmt_age(r.get("submitted_at")), "key": r["key"][:12]})
     return pd.DataFrame(out)
 
 
-with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (ui_state.qp("run") or ui_state.qp("group"))):
-    @st.fragment(run_every=3.0 if any(r["status"] in ACTIVE for r in records) else None)
+with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.qp("run") or state.qp("group"))):
+    @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
     def run_list() -> None:
         st.dataframe(_table(store.runs()[::-1][:200]), hide_index=True, column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
@@ -58,30 +59,30 @@ with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (ui_sta
 # ------------------------------------------------------------------------------------------- what to show
 groups = store.groups()
 modes = ["One run", "A group of runs"]
-external_group = ui_state.qp_external("group")
-external_run = ui_state.qp("run")
-mode_widget = ui_state.remember("runs.mode", modes[0], modes)
+external_group = state.qp_external("group")
+external_run = state.qp("run")
+mode_widget = state.remember("runs.mode", modes[0], modes)
 if external_group in groups:
     st.session_state[mode_widget] = modes[1]
-elif external_run and not ui_state.qp("group"):
+elif external_run and not state.qp("group"):
     st.session_state[mode_widget] = modes[0]
 mode = st.radio("Show", modes, key=mode_widget, horizontal=True)
-ui_state.keep("runs.mode", mode)
+state.keep("runs.mode", mode)
 
 if mode == modes[1] and groups:
     order = groups[::-1]
-    widget = ui_state.remember("runs.group", order[0], order)
+    widget = state.remember("runs.group", order[0], order)
     if external_group in order:
         st.session_state[widget] = external_group
     group = st.selectbox("Group (a sweep, a demo, a pretrained-vs-random pair)", order, key=widget)
-    ui_state.keep("runs.group", group)
-    ui_state.set_qp(group=group, run=None)
+    state.keep("runs.group", group)
+    state.set_qp(group=group, run=None)
     keys = list(store.group(group)["keys"])
 else:
     if mode == modes[1]:
         st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
     chosen = common.pick_run(store, key="runs.run")
-    ui_state.set_qp(group=None)
+    state.set_qp(group=None)
     keys = [chosen["key"]] if chosen else []
 
 if not keys:
@@ -98,7 +99,7 @@ cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":ma
                   query_params={"runs": ",".join(keys)})
 
 # ----------------------------------------------------------------------------------------------- details
-executor = ui_state.get_executor()
+executor = state.get_executor()
 
 
 def _act(label: str, key: str, action) -> None:
@@ -126,7 +127,7 @@ for key in keys:
             majority = (result.get("baseline") or {}).get("majority")
             st.markdown(f"**Test {metric.replace('_', ' ')}:** {result['test'].get(metric, float('nan')):.4f} · best "
                         f"validation step {result.get('best_step')} · {result.get('steps_done')} steps in "
-                        f"{ui_state.fmt_duration(result.get('wall_time_s'))} · "
+                        f"{fmt_duration(result.get('wall_time_s'))} · "
                         f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
                         f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
         if record.get("error"):
@@ -140,11 +141,11 @@ for key in keys:
             _act("Resume", key, lambda: executor.resume(key))
         if b[2].button("Retry", key=f"retry-{key}", disabled=status != "failed",
                        help="Run a failed spec again from the start."):
-            _act("Retry", key, lambda: executor.submit(ui_state.spec_from(record["spec"])))
+            _act("Retry", key, lambda: executor.submit(RunSpec.from_dict(record["spec"])))
         b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
                        query_params={"run": key},
                        disabled=status not in ("done", "diverged"))
-        spec = ui_state.spec_from(record["spec"])
+        spec = RunSpec.from_dict(record["spec"])
         st.code(spec.cli(), language="bash", wrap_lines=True)
         with st.popover("Spec as JSON"):
             st.code(json.dumps(record["spec"], indent=1, sort_keys=True), language="json")

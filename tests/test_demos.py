@@ -8,7 +8,7 @@ import pytest
 
 from labcore import demos
 from labcore.record import RunRecord
-from labcore.store import resolve_for_key
+from labcore.resolve import resolve_spec
 
 
 def record(init: str, test: float, *, status: str = "done", val=((20, 0.6), (40, 0.8)), best_step: int = 40,
@@ -30,7 +30,7 @@ def test_every_demo_is_a_lesson_with_runnable_specs(name):
     assert demo.paper in demos.PAPERS and "§" in demo.claim
     specs = demo.specs()
     assert len(specs) == len(demo.roles) >= 2
-    keys = [resolve_for_key(s).key for s in specs]  # resolving reads the registry only: no torch
+    keys = [resolve_spec(s).key for s in specs]  # resolving reads the registry only: no torch
     assert len(set(keys)) == len(keys)
     differing = {f for f in specs[0].to_dict() if len({str(getattr(s, f)) for s in specs}) > 1}
     assert differing and differing <= {"init", "mapping", "mapping_k"}
@@ -50,7 +50,7 @@ def test_a_step_cap_shortens_every_run_and_keys_the_demo_apart(monkeypatch):
     capped = demo.specs()
     assert all(s.max_steps == 10 and s.eval_every <= 10 for s in capped)
     assert demo.group == "demo:dna:max10"
-    assert resolve_for_key(capped[0]).key != resolve_for_key(full[0]).key
+    assert resolve_spec(capped[0]).key != resolve_spec(full[0]).key
     monkeypatch.setenv(demos.MAX_STEPS_ENV, "ten")
     with pytest.raises(ValueError, match="whole number"):
         demo.specs()

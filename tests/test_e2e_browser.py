@@ -70,7 +70,7 @@ def server(tmp_path, fetched_assets):
         stop_process_group(process)
         log.close()
         from labcore.store import Store
-        from labcore.worker import stop_workers
+        from labcore.pool import stop_workers
 
         store = Store(cache / "store")
         stop_workers(store, timeout_s=30)

@@ -15,8 +15,9 @@ import pytest
 from labcore import figures
 from labcore.analysis import attention as attn
 from labcore.mapping import MappingSpec, Vocab, build_mapping
+from labcore.fmt import fmt_duration
 from labcore.record import RunRecord
-from labcore import ui_state
+from pages import state
 
 
 def record(init: str, seed: int, test: float, *, discipline: str = "dna-splice", status: str = "done",
@@ -231,12 +232,12 @@ def test_mapping_table_and_the_rows_a_rerun_changes():
 def test_progress_eta_comes_from_the_step_rate_of_the_current_attempt():
     events = [{"type": "attempt", "attempt": 1}, {"type": "step", "step": 1, "t": 100.0},
               {"type": "step", "step": 11, "t": 105.0}]
-    prog = ui_state.progress("running", 11, 111, events)
+    prog = state.progress("running", 11, 111, events)
     assert prog.eta_s == pytest.approx(50.0) and "about 50 s left" in prog.text
     assert prog.fraction == pytest.approx(11 / 111)
-    assert ui_state.progress("running", 1, 10, events[:2]).eta_s is None
-    assert ui_state.progress("done", 0, 0).fraction == 1.0
-    assert ui_state.fmt_duration(125) == "2 min 05 s"
+    assert state.progress("running", 1, 10, events[:2]).eta_s is None
+    assert state.progress("done", 0, 0).fraction == 1.0
+    assert fmt_duration(125) == "2 min 05 s"
 
 
 def test_figures_are_plotly_and_tables_pandas():

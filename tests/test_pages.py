@@ -2,7 +2,7 @@
 
 The finished runs are real: a tiny random BERT (hidden 64, 2 layers) saved with save_pretrained and used as
 ``local:<dir>``, trained by a real worker process on small bits-xor and ListOps data; one run's attention
-maps are computed by :func:`labcore.analysis.attention.compute_attention`. AppTest never fires
+maps are computed by an attention job in a real worker process. AppTest never fires
 ``run_every``, so live views are checked at their first draw (the browser test watches them move).
 """
 
@@ -22,6 +22,8 @@ from streamlit.testing.v1 import AppTest
 
 from labcore.errors import LabError
 
+from labcore.executor import LocalExecutor
+from labcore.jobs.attention import AttentionSpec
 from labcore.spec import make_spec
 from labcore.store import ACTIVE, open_store
 
@@ -84,16 +86,19 @@ def lab(tmp_path_factory):
         pair = [tiny(model, init=init, seed=seed, discipline="bits-xor", discipline_params=SMALL_BITS,
                      protocol="frozen", pooling="mean", lr=1e-3, max_steps=8, eval_every=4)
                 for init in ("pretrained", "random") for seed in (0, 1)]
-        pair_keys = [s.key for s in store.submit_group("pair:bits", pair)]
-        listops = store.submit(tiny(model, discipline="listops", discipline_params=SMALL_LISTOPS, max_steps=6,
-                                    eval_every=3)).key
+        executor = LocalExecutor(store, autostart=False)
+        pair_keys = [s.key for s in executor.submit_group("pair:bits", pair)]
+        listops = executor.submit(tiny(model, discipline="listops", discipline_params=SMALL_LISTOPS, max_steps=6,
+                                       eval_every=3)).key
         run_worker_until_idle(store, cache)
         statuses = {k: store.get(k)["status"] for k in pair_keys + [listops]}
         assert set(statuses.values()) == {"done"}, (statuses, (cache / "worker.log").read_text()[-3000:])
-        from labcore.analysis.attention import compute_attention
-
-        compute_attention(store, pair_keys[0], "test", 0)
-        yield SimpleNamespace(cache=cache, store=store, model=model, pair=pair_keys, listops=listops)
+        # The attention page's maps come from an attention job, computed by a real worker like the runs.
+        maps_job = executor.submit(AttentionSpec(run=pair_keys[0], split="test", index=0)).key
+        run_worker_until_idle(store, cache)
+        assert store.get(maps_job)["status"] == "done", store.log(maps_job)
+        yield SimpleNamespace(cache=cache, store=store, model=model, pair=pair_keys, listops=listops,
+                              executor=executor, maps_job=maps_job)
     finally:
         patch.undo()
 
@@ -208,11 +213,13 @@ def test_attention_page_draws_the_three_weight_sets(lab):
 
 def test_attention_maps_hold_three_weight_sets_and_the_tokens_both_ways(lab):
     from labcore.analysis.attention import compute_attention, load_attention
-    from labcore.mapping import MappingSpec, build_mapping
+    from labcore.mapping import MappingSpec, build_mapping, model_vocab
+    from pages.state import discipline_info
 
-    path = compute_attention(lab.store, lab.listops, "test", 1)
-    assert compute_attention(lab.store, lab.listops, "test", 1) == path  # stored once, then returned
-    maps = load_attention(path)
+    # Stored once, then served from the store: a second request does not queue the job again.
+    assert lab.executor.submit(AttentionSpec(run=lab.pair[0], split="test", index=0)).outcome == "cached"
+    record = lab.store.get(lab.listops)
+    maps = compute_attention(record, lab.store.workdir(lab.listops), "test", 1)
     assert set(maps.maps) == {"pretrained", "random", "finetuned"}
     length = len(maps.symbols)
     assert all(m.shape == (2, 4, length, length) for m in maps.maps.values())
@@ -220,17 +227,14 @@ def test_attention_maps_hold_three_weight_sets_and_the_tokens_both_ways(lab):
     assert not np.allclose(maps.maps["pretrained"], maps.maps["random"])
     assert maps.symbols[0] == "[CLS]" and maps.symbols[-1] == "[SEP]" and len(maps.vocab_tokens) == length
     # Each symbol was fed as the token its run's random mapping gives it.
-    record = lab.store.get(lab.listops)
     spec = record["spec"]
-    from labcore import ui_state
-
-    info = ui_state.discipline_info(spec["discipline"], spec["discipline_params"])
+    info = discipline_info(spec["discipline"], spec["discipline_params"])
     mapping = build_mapping(MappingSpec("random", seed=spec["mapping_seed"]), info.alphabet,
-                            ui_state.model_vocab(spec["model"]))
+                            model_vocab(spec["model"]))
     fed = dict(zip(mapping.alphabet, mapping.tokens))
     assert [fed[s] for s in maps.symbols[1:-1]] == maps.vocab_tokens[1:-1]
     with pytest.raises(LabError, match="pick an index from 0 to 15"):
-        compute_attention(lab.store, lab.listops, "test", 99)
+        compute_attention(record, lab.store.workdir(lab.listops), "test", 99)
 
 
 def test_mapping_page_shows_the_table_and_rejects_a_table_that_is_not_one_to_one(lab):
@@ -265,7 +269,7 @@ def test_mapping_page_reruns_an_unchanged_mapping_from_the_store(lab):
 
 # -------------------------------------------------------------------------------------------- the form
 def test_the_experiment_form_submits_a_spec(tmp_path, monkeypatch):
-    from labcore.worker import stop_workers
+    from labcore.pool import stop_workers
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(cache))

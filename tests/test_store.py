@@ -18,11 +18,17 @@ import pytest
 from labcore.errors import LabError
 from labcore.record import RunRecord
 from labcore.spec import make_spec
-from labcore.store import (
-    Store, StoreSettings, curves_from_events, open_store, process_state, resolve_for_key,
-)
+from labcore.events import curves_from_events
+from labcore.jobs import new_job
+from labcore.resolve import resolve_spec
+from labcore.store import Store, StoreSettings, open_store, process_state
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def submit(store: Store, spec, **options):
+    """Queue a RunSpec as the executor does: resolved and keyed by its job kind, then stored."""
+    return store.submit(new_job(spec), **options)
 
 
 def spec(seed: int = 0, **changes):
@@ -52,30 +58,30 @@ def exited_pid() -> int:
 
 # ------------------------------------------------------------------------------------------- submitting
 def test_submit_queues_once_and_a_duplicate_returns_the_same_run(store):
-    first = store.submit(spec())
+    first = submit(store, spec())
     assert (first.status, first.outcome) == ("queued", "queued")
-    assert first.key == resolve_for_key(spec()).key
-    again = store.submit(spec())
+    assert first.key == resolve_spec(spec()).key
+    again = submit(store, spec())
     assert (again.key, again.outcome) == (first.key, "existing")
     assert store.claim() is not None
     assert store.claim() is None  # one queue entry, one claim
-    running = store.submit(spec())
+    running = submit(store, spec())
     assert (running.status, running.outcome) == ("running", "existing")
 
 
 def test_a_finished_spec_is_returned_without_touching_the_queue(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     finish_done(store, key)
     seq = store.queue_seq()
-    again = store.submit(spec())
+    again = submit(store, spec())
     assert (again.status, again.outcome) == ("done", "cached")
     assert store.queue_seq() == seq
     assert store.claim() is None
 
 
 def test_interactive_runs_overtake_sweeps_and_each_priority_is_fifo(store):
-    sweep = [store.submit(spec(i), priority="sweep").key for i in range(3)]
-    interactive = [store.submit(spec(10 + i)).key for i in range(2)]
+    sweep = [submit(store, spec(i), priority="sweep").key for i in range(3)]
+    interactive = [submit(store, spec(10 + i)).key for i in range(2)]
     order = []
     while (claim := store.claim()) is not None:
         order.append(claim.key)
@@ -83,8 +89,8 @@ def test_interactive_runs_overtake_sweeps_and_each_priority_is_fifo(store):
 
 
 def test_resubmitting_a_queued_sweep_spec_interactively_moves_it_forward_once(store):
-    keys = [store.submit(spec(i), priority="sweep").key for i in range(3)]
-    moved = store.submit(spec(2))
+    keys = [submit(store, spec(i), priority="sweep").key for i in range(3)]
+    moved = submit(store, spec(2))
     assert (moved.key, moved.outcome) == (keys[2], "existing")
     order = []
     while (claim := store.claim()) is not None:
@@ -94,7 +100,7 @@ def test_resubmitting_a_queued_sweep_spec_interactively_moves_it_forward_once(st
 
 def test_unknown_priority_and_unknown_key_name_the_fix(store):
     with pytest.raises(LabError, match="valid priorities: interactive, sweep"):
-        store.submit(spec(), priority="urgent")
+        submit(store, spec(), priority="urgent")
     with pytest.raises(LabError, match="labcore status"):
         store.cancel("nope")
     with pytest.raises(LabError, match="no run key starts with"):
@@ -102,21 +108,21 @@ def test_unknown_priority_and_unknown_key_name_the_fix(store):
 
 
 def test_a_key_prefix_is_enough(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     assert store.resolve_key(key[:6]) == key
 
 
 # -------------------------------------------------------------------------------------------- cancelling
 def test_cancel_a_queued_run_takes_it_off_the_queue(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     assert store.cancel(key)["status"] == "cancelled"
     assert store.claim() is None
-    again = store.submit(spec())  # pressing run again continues it
+    again = submit(store, spec())  # pressing run again continues it
     assert (again.status, again.outcome) == ("queued", "resumed")
 
 
 def test_cancel_a_running_run_raises_the_flag_of_its_attempt(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     claim = store.claim()
     assert not store.cancel_requested(key, claim.attempt)
     assert store.cancel(key)["status"] == "running"
@@ -144,7 +150,7 @@ def test_process_state_tells_alive_gone_and_zombie():
 
 
 def test_a_run_whose_worker_is_gone_is_dead_then_resumes_with_its_checkpoint(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     claim = store.claim(pid=exited_pid())
     (claim.workdir / "resume.pt").parent.mkdir(parents=True)
     (claim.workdir / "resume.pt").write_bytes(b"checkpoint")
@@ -164,7 +170,7 @@ def test_a_run_whose_worker_is_gone_is_dead_then_resumes_with_its_checkpoint(sto
 
 
 def test_a_run_whose_worker_is_a_zombie_is_dead(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     try:
         store.claim(pid=child.pid)
@@ -179,7 +185,7 @@ def test_a_run_whose_worker_is_a_zombie_is_dead(store):
 
 def test_a_run_with_a_stale_heartbeat_is_dead_even_if_its_pid_lives(tmp_path):
     store = Store(tmp_path / "store", StoreSettings(stale_after_s=0.3))
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     claim = store.claim()  # this very process: alive, but it will not heartbeat
     assert store.get(key)["status"] == "running"
     time.sleep(0.5)
@@ -192,18 +198,18 @@ def test_a_run_with_a_stale_heartbeat_is_dead_even_if_its_pid_lives(tmp_path):
 
 
 def test_a_failed_run_resubmitted_starts_over(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     claim = store.claim()
     store.finish(key, claim.attempt, "failed", error="bad input: fix it", traceback="Traceback ...")
     assert store.get(key)["error"] == "bad input: fix it"
-    again = store.submit(spec())
+    again = submit(store, spec())
     assert (again.status, again.outcome) == ("queued", "requeued")
     assert store.claim().resume is False
 
 
 # ----------------------------------------------------------------------------------------------- streams
 def test_a_second_reader_sees_the_same_stream_in_order(store, tmp_path):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     store.claim()
     reader = Store(store.root)  # another connection, as another page would have
     seen, cursor = [], 0
@@ -231,7 +237,7 @@ def test_curves_continue_from_the_checkpoint_step_after_a_resume():
 
 
 def test_the_log_collects_engine_output_and_the_traceback(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     claim = store.claim()
     store.append_events(key, [{"type": "log", "message": "loading model"},
                               {"type": "log", "source": "stderr", "message": "a warning"}])
@@ -243,9 +249,9 @@ def test_the_log_collects_engine_output_and_the_traceback(store):
 
 # -------------------------------------------------------------------------------------- groups, results
 def test_a_sweep_is_a_named_group_of_specs(store):
-    finished = store.submit(spec(0)).key
+    finished = submit(store, spec(0)).key
     finish_done(store, finished)
-    subs = store.submit_group("seeds", [spec(0), spec(1), spec(2)])
+    subs = store.submit_group("seeds", [new_job(spec(i)) for i in range(3)])
     assert [s.outcome for s in subs] == ["cached", "queued", "queued"]
     assert store.group("seeds")["keys"] == [s.key for s in subs]
     assert [r["key"] for r in store.runs(group="seeds", status="queued")] == [subs[1].key, subs[2].key]
@@ -253,23 +259,23 @@ def test_a_sweep_is_a_named_group_of_specs(store):
     with pytest.raises(LabError, match="sweeps in the store: seeds"):
         store.group("other")
     with pytest.raises(LabError, match="--name"):
-        store.submit_group("", [spec()])
+        store.submit_group("", [new_job(spec())])
 
 
 def test_in_process_results_are_served_like_worker_results(store):
-    resolved = resolve_for_key(spec())
+    resolved = resolve_spec(spec())
     record = RunRecord(key=resolved.key, spec=resolved.to_dict(), status="done", steps_done=4, total_steps=4,
                        train_loss=[[4, 0.25]])
     store.put_result(record)
     assert store.get_result(resolved.key) == record
-    assert store.submit(spec()).outcome == "cached"
+    assert submit(store, spec()).outcome == "cached"
     status = store.status(resolved.key)
     assert (status.status, status.step, status.loss) == ("done", 4, 0.25)
     assert store.run_dir(resolved.key) == store.workdir(resolved.key)
 
 
 def test_artifacts_are_the_files_in_the_run_folder(store):
-    key = store.submit(spec()).key
+    key = submit(store, spec()).key
     folder = store.workdir(key)
     (folder / "attention").mkdir(parents=True)
     (folder / "best.safetensors").write_bytes(b"x")
@@ -305,7 +311,7 @@ print(json.dumps(got))
 
 
 def test_concurrent_processes_claim_each_spec_exactly_once(store):
-    keys = [store.submit(spec(i)).key for i in range(30)]
+    keys = [submit(store, spec(i)).key for i in range(30)]
     env = dict(os.environ, PYTHONPATH=str(REPO))
     procs = [subprocess.Popen([sys.executable, "-c", CLAIMER, str(store.root)], stdout=subprocess.PIPE,
                               env=env, text=True) for _ in range(3)]
@@ -339,3 +345,34 @@ print(store.status(store.keys()[0]).status, "torch" in sys.modules)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env=dict(os.environ, PYTHONPATH=str(REPO)))
     assert out.stdout.split() == ["queued", "False"], out.stderr
+
+
+def test_a_store_written_before_job_kinds_is_upgraded_on_open(tmp_path):
+    # The first format: run records at run/<key> listed in index/runs, attention jobs on a side queue.
+    import diskcache
+
+    from labcore.store import DISKCACHE_SETTINGS
+
+    old = diskcache.Cache(str(tmp_path / "store" / "db"), **DISKCACHE_SETTINGS)
+    record = {"key": "a" * 20, "spec": spec().to_dict(), "label": "old run", "status": "done", "attempt": 1,
+              "priority": "interactive", "result": {"key": "a" * 20, "status": "done", "spec": spec().to_dict()},
+              "groups": ["pair"], "submitted_at": 1.0, "error": ""}
+    old.set(f"run/{'a' * 20}", record)
+    old.set("index/runs", ["a" * 20])
+    old.set("group/pair", {"name": "pair", "keys": ["a" * 20], "created_at": 1.0})
+    old.set("index/groups", ["pair"])
+    old.set(f"job/attention:{'a' * 20}:test:0", {"id": "x", "status": "done"})
+    old.push(f"attention:{'a' * 20}:test:0", prefix="jobs")
+    old.close()
+    store = Store(tmp_path / "store")
+    try:
+        assert [r["key"] for r in store.runs()] == ["a" * 20]
+        assert store.get("a" * 20)["kind"] == "run" and store.get_result("a" * 20).status == "done"
+        assert store.group("pair")["keys"] == ["a" * 20]
+        assert store.jobs() == store.runs()  # the old attention job records are gone, not listed as jobs
+        assert store.claim() is None  # and so is their queue
+        again = Store(tmp_path / "store")  # opening an upgraded store again changes nothing
+        assert [r["key"] for r in again.runs()] == ["a" * 20]
+        again.close()
+    finally:
+        store.close()

@@ -21,7 +21,9 @@ import pytest
 
 from labcore.executor import LocalExecutor
 from labcore.spec import make_spec
-from labcore.store import ACTIVE, Store, StoreSettings, curves_from_events, process_state
+from labcore.events import curves_from_events
+from labcore.jobs import new_job
+from labcore.store import ACTIVE, Store, StoreSettings, process_state
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = {"n_train": 64, "n_validation": 32, "n_test": 32}
@@ -31,6 +33,11 @@ SMALL = {"n_train": 64, "n_validation": 32, "n_test": 32}
 def tiny_model() -> str:
     """The lab's tiny random BERT (hidden 64, 2 layers), built once under the test cache."""
     return "tiny:bert"
+
+
+def submit(store: Store, spec, **options):
+    """Queue a spec as the executor does (resolved and keyed by its job kind), without starting workers."""
+    return store.submit(new_job(spec), **options)
 
 
 def tiny_spec(model: str, seed: int = 0, **changes):
@@ -55,11 +62,11 @@ def workers(store, tmp_path) -> Callable[..., subprocess.Popen]:
     """Start `python -m labcore worker …` processes on the test's store; all are killed afterwards."""
     started: list[subprocess.Popen] = []
 
-    def start(*args: str) -> subprocess.Popen:
+    def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(tmp_path / f"worker-{len(started)}.log", "ab")
         process = subprocess.Popen([sys.executable, "-m", "labcore", "worker", "--store", str(store.root), *args],
                                    cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                   start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+                                   start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})))
         log.close()
         started.append(process)
         return process
@@ -92,7 +99,7 @@ def steps(events):
 # -------------------------------------------------------------------------------------------- the tests
 def test_two_workers_run_twenty_specs_each_exactly_once(store, workers, tiny_model):
     workers("--workers", "2", "--checkpoint-every", "0")
-    keys = [store.submit(tiny_spec(tiny_model, seed, max_steps=6)).key for seed in range(20)]
+    keys = [submit(store, tiny_spec(tiny_model, seed, max_steps=6)).key for seed in range(20)]
     assert len(set(keys)) == 20
     wait_for("20 runs to end", lambda: all(store.get(k)["status"] not in ACTIVE for k in keys), 600, store)
     records = [store.get(k) for k in keys]
@@ -104,14 +111,14 @@ def test_two_workers_run_twenty_specs_each_exactly_once(store, workers, tiny_mod
         assert record["result"]["steps_done"] == 6
     # A finished spec comes back from the store: no queue entry, no worker.
     seq = store.queue_seq()
-    again = store.submit(tiny_spec(tiny_model, 3, max_steps=6))
+    again = submit(store, tiny_spec(tiny_model, 3, max_steps=6))
     assert (again.key, again.status, again.outcome) == (keys[3], "done", "cached")
     assert store.queue_seq() == seq and store.queued() == []
 
 
 def test_cancel_stops_a_run_within_one_step_and_keeps_its_curve(store, workers, tiny_model):
     workers()
-    key = store.submit(tiny_spec(tiny_model, max_steps=100_000)).key
+    key = submit(store, tiny_spec(tiny_model, max_steps=100_000)).key
     wait_for("the run to take steps", lambda: len(steps(store.events(key))) >= 3, store=store)
     requested_at = time.time()
     assert store.cancel(key)["status"] == "running"
@@ -128,7 +135,7 @@ def test_cancel_stops_a_run_within_one_step_and_keeps_its_curve(store, workers, 
 def test_sigkill_makes_the_run_dead_and_resume_continues_from_the_checkpoint(store, workers, tiny_model):
     total = 80
     first = workers("--checkpoint-every", "5")
-    key = store.submit(tiny_spec(tiny_model, max_steps=total)).key
+    key = submit(store, tiny_spec(tiny_model, max_steps=total)).key
     # The event for step 15 comes once the file for step 10 exists (events go out before their file).
     wait_for("a checkpoint", lambda: any(e["type"] == "checkpoint" and e["step"] >= 15
                                          for e in store.events(key)), store=store)
@@ -157,7 +164,7 @@ def test_a_frozen_worker_looks_dead_and_comes_back_when_it_thaws(store, workers,
     # The reader decides what "stale" means; a short limit keeps the test quick.
     reader = Store(store.root, StoreSettings(stale_after_s=2.0))
     worker = workers()
-    key = store.submit(tiny_spec(tiny_model, max_steps=60)).key
+    key = submit(store, tiny_spec(tiny_model, max_steps=60)).key
     wait_for("the run to take steps", lambda: steps(store.events(key)), store=store)
     os.killpg(worker.pid, signal.SIGSTOP)  # alive, not a zombie, but silent: only the heartbeat tells
     try:
@@ -173,7 +180,7 @@ def test_a_frozen_worker_looks_dead_and_comes_back_when_it_thaws(store, workers,
 
 def test_sigterm_checkpoints_records_interrupted_and_exits(store, workers, tiny_model):
     worker = workers()
-    key = store.submit(tiny_spec(tiny_model, max_steps=100_000)).key
+    key = submit(store, tiny_spec(tiny_model, max_steps=100_000)).key
     wait_for("the run to take steps", lambda: steps(store.events(key)), store=store)
     os.kill(worker.pid, signal.SIGTERM)
     assert worker.wait(timeout=120) == 0
@@ -185,7 +192,7 @@ def test_sigterm_checkpoints_records_interrupted_and_exits(store, workers, tiny_
 
 def test_a_second_reader_and_tail_see_the_same_live_stream(store, workers, tiny_model):
     workers()
-    key = store.submit(tiny_spec(tiny_model, max_steps=60)).key
+    key = submit(store, tiny_spec(tiny_model, max_steps=60)).key
     tail = subprocess.Popen([sys.executable, "-m", "labcore", "tail", key[:10], "--json", "--store", str(store.root)],
                             cwd=REPO, stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
@@ -208,17 +215,17 @@ def test_a_second_reader_and_tail_see_the_same_live_stream(store, workers, tiny_
 
 
 def test_failures_are_explained_in_the_run_log(store, workers, tiny_model, tmp_path):
-    missing = store.submit(tiny_spec(f"local:{tmp_path / 'no-such-model'}")).key  # before the worker: it exits when idle
+    missing = submit(store, tiny_spec(f"local:{tmp_path / 'no-such-model'}")).key  # before the worker: it exits when idle
     workers("--exit-when-idle")
     wait_for("the run to fail", lambda: store.get(missing)["status"] == "failed", store=store)
     assert "save_pretrained" in store.get(missing)["error"]  # a LabError: its message names the fix
 
 
 def test_a_crash_leaves_its_traceback_in_the_run_log(store, workers, tiny_model):
-    # An engine that cannot even be imported: every run it is given fails with the traceback, so the
-    # page says why instead of the runs waiting forever.
-    key = store.submit(tiny_spec(tiny_model)).key
-    workers("--exit-when-idle", "--engine", "labcore.no_such_engine")
+    # Job kinds that cannot even be imported: every job the worker is given fails with the traceback,
+    # so the page says why instead of the jobs waiting forever.
+    key = submit(store, tiny_spec(tiny_model)).key
+    workers("--exit-when-idle", env={"TRANSFERLAB_JOB_MODULES": "labcore.no_such_engine"})
     wait_for("the run to fail", lambda: store.get(key)["status"] == "failed", store=store)
     assert "traceback is in the run's log" in store.get(key)["error"]
     assert "ModuleNotFoundError" in store.log(key)
@@ -243,7 +250,7 @@ def test_the_app_starts_one_worker_and_the_cli_stops_it(store, tiny_model):
     finally:
         if process_state(started[0]) == "alive":
             os.killpg(started[0], signal.SIGKILL)
-        from labcore.worker import reap_children
+        from labcore.pool import reap_children
 
         def reaped() -> bool:
             reap_children()  # the executor started it from this process: collect its exit status

@@ -1,6 +1,7 @@
 """Attention maps of one example under three sets of weights, and how similar two models' heads are.
 
-:func:`compute_attention` (run by the worker as an ``attention`` job, never by a page) feeds one example
+:func:`compute_attention` (run by the worker as an ``attention`` job, :mod:`labcore.jobs.attention`, never by
+a page) feeds one example
 of a finished run's data through
 
 * ``pretrained``: the backbone's pretrained weights, before any training;
@@ -33,7 +34,6 @@ from labcore.errors import LabError
 
 if TYPE_CHECKING:
     from labcore.run import Prepared
-    from labcore.store import Store
 
 FORMAT = 1
 WEIGHTS = ("pretrained", "random", "finetuned")
@@ -65,7 +65,8 @@ class AttentionMaps:
 
 
 def attention_path(workdir: Path | str, split: str = "test", index: int = 0) -> Path:
-    """Where the maps of example ``index`` of ``split`` live in a run's folder."""
+    """Where maps computed before attention became a job kind live in a run's folder (the page still
+    shows them); new maps are ``attention.npz`` in the attention job's own folder."""
     return Path(workdir) / f"attention-{split}-{int(index)}.npz"
 
 
@@ -192,7 +193,7 @@ def _tokens(prepared: "Prepared", split: str, index: int, inputs: np.ndarray) ->
         if info.vector_dim == 1:
             symbols = [f"{float(v[0]):g}" for v in inputs]
         else:
-            symbols = [f"patch {i}" if info.name.startswith("image") else f"v{i}" for i in range(len(inputs))]
+            symbols = [f"patch {i}" if info.vectors_are_patches else f"v{i}" for i in range(len(inputs))]
         return symbols, ["" for _ in symbols]
     if spec.input_adapter == "embedding":
         symbols = [info.alphabet[int(t)] for t in inputs]
@@ -214,56 +215,38 @@ def _tokens(prepared: "Prepared", split: str, index: int, inputs: np.ndarray) ->
     return symbols, vocab_tokens
 
 
-def compute_attention(store: "Store", key: str, split: str = "test", index: int = 0) -> Path:
-    """Compute and store the maps of example ``index`` of ``split`` for run ``key``; returns the .npz path.
+def load_finetuned(record: dict[str, Any], run_dir: Path, *, attn_implementation: str = "eager") -> "Prepared":
+    """A finished run's model as it ended (see :func:`labcore.run.load_trained`), with a clear error when
+    its weights are not there."""
+    from labcore.run import BEST_WEIGHTS, load_trained
+    from labcore.spec import make_spec
 
-    Idempotent: an existing result is returned as it is. Needs the run's ``best.safetensors`` (written
-    when a run ends: done, diverged or cancelled). Raises :class:`LabError` naming the fix otherwise.
+    weights = run_dir / BEST_WEIGHTS
+    if not weights.is_file():
+        raise LabError(f"run {record['key']} has no trained weights yet ({weights.name} is written when a run "
+                       f"ends, and it is {record['status']}); let it finish, or resume it, then ask again")
+    return load_trained(make_spec(**record["spec"]), run_dir, attn_implementation=attn_implementation)
+
+
+def compute_attention(record: dict[str, Any], run_dir: Path, split: str = "test", index: int = 0) -> AttentionMaps:
+    """The maps of example ``index`` of ``split`` for the finished run ``record`` (its folder ``run_dir``).
+
+    Needs the run's ``best.safetensors`` (written when a run ends: done, diverged or cancelled). Raises
+    :class:`LabError` naming the fix otherwise.
     """
-    import torch
-    from safetensors.torch import load_file
-
-    from labcore import protocols
     from labcore.run import Prepared
-    from labcore.ui_state import spec_from, spec_with
+    from labcore.spec import make_spec
 
     if split not in SPLITS:
         raise LabError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     index = int(index)
-    record = store.record(key)
-    workdir = store.workdir(key)
-    out = attention_path(workdir, split, index)
-    if out.is_file():
-        return out
-    weights = workdir / "best.safetensors"
-    if not weights.is_file():
-        raise LabError(f"run {key} has no trained weights yet ({weights.name} is written when a run ends, and it "
-                       f"is {record['status']}); let it finish, or resume it, then ask for attention maps again")
-    spec = spec_from(record["spec"])
+    spec = make_spec(**record["spec"])
     maps: dict[str, np.ndarray] = {}
-    prepared: dict[str, Prepared] = {}
     for init in ("pretrained", "random"):
-        prep = Prepared(spec_with(spec, init=init), attn_implementation="eager")
+        prep = Prepared(spec.replace(init=init), attn_implementation="eager")
         maps[init], _ = _forward(prep, _example(prep, split, index))
-        prepared[init] = prep
-    base = prepared.get(spec.init) or Prepared(spec, attn_implementation="eager")
-    for other in list(prepared):
-        if prepared[other] is not base:
-            del prepared[other]  # free the model we no longer need
-    params = protocols.parse_protocol_params(spec.protocol, dict(spec.protocol_params))
-    protocols.PROTOCOLS[spec.protocol].apply(base.model, params, spec.seed)
-    state = load_file(str(weights))
-    named = dict(base.model.named_parameters())
-    unknown = sorted(set(state) - set(named))
-    if unknown:
-        raise LabError(f"{weights} holds tensors this run's model does not have ({', '.join(unknown[:4])}); it was "
-                       f"written by another version of the code: rerun the spec to refresh it")
-    with torch.no_grad():
-        for name, tensor in state.items():
-            if named[name].shape != tensor.shape:
-                raise LabError(f"{weights}: tensor {name} has shape {tuple(tensor.shape)}, the model expects "
-                               f"{tuple(named[name].shape)}; rerun the spec to refresh its weights")
-            named[name].copy_(tensor.to(named[name].dtype))
+        del prep  # one model in memory at a time
+    base = load_finetuned(record, run_dir)
     inputs = _example(base, split, index)
     maps["finetuned"], logits = _forward(base, inputs)
     symbols, vocab_tokens = _tokens(base, split, index, inputs)
@@ -273,15 +256,14 @@ def compute_attention(store: "Store", key: str, split: str = "test", index: int 
 
     result = record.get("result") or {}
     meta = {
-        "key": key, "split": split, "index": index, "label": data_registry.label_name(info, row["label"]),
+        "key": record["key"], "split": split, "index": index, "label": data_registry.label_name(info, row["label"]),
         "prediction": _prediction(info, logits), "model": spec.model, "init": spec.init,
         "discipline": spec.discipline, "protocol": spec.protocol, "input_kind": info.input_kind,
         "input_adapter": spec.input_adapter, "mapping": spec.mapping, "best_step": result.get("best_step"),
         "notes": dict(WEIGHT_NOTES),
     }
     vectors = inputs.astype(np.float32) if info.input_kind == "vectors" else None
-    return save_attention(out, AttentionMaps(maps=maps, symbols=symbols, vocab_tokens=vocab_tokens, meta=meta,
-                                             vectors=vectors))
+    return AttentionMaps(maps=maps, symbols=symbols, vocab_tokens=vocab_tokens, meta=meta, vectors=vectors)
 
 
 __all__ = ["AttentionMaps", "FORMAT", "SPLITS", "WEIGHTS", "WEIGHT_NOTES", "attention_path", "compute_attention",

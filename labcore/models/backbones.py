@@ -319,6 +319,27 @@ def _local_source(folder: str) -> Source:
                   tokenizer=_folder_tokenizer, strict=False)
 
 
+def model_folder(name: str) -> Path | None:
+    """The folder a backbone loads from, when it is already on this machine, found without torch (its
+    vocabulary files are read from there); None for a hub id, or a packaged model not fetched yet.
+
+    ``local:`` names its folder; ``tiny:`` and the converted packaged models (AntiBERTy, SmolLM2) live under
+    :func:`models_dir`; MiniLM loads from its fetched asset. Nothing is converted or fetched here.
+    """
+    if name.startswith("local:"):
+        return Path(name[len("local:"):]).expanduser()
+    if name.startswith("tiny:"):
+        return models_dir() / f"tiny-{name[len('tiny:'):]}"
+    if name.startswith("hub:"):
+        return None
+    converted = models_dir() / name
+    if converted.is_dir():
+        return converted
+    if name in assets.ASSETS and assets.is_available(name):
+        return assets.ASSETS[name].directory
+    return None
+
+
 def resolve_backbone(name: str) -> Source:
     """The :class:`Source` for a packaged name, ``hub:<id>`` or ``local:<dir>``."""
     if name.startswith("hub:") and name[4:]:

@@ -1,5 +1,5 @@
-"""Small helpers the pages share: the store, query parameters, remembered choices, live curves, progress,
-background tasks, and torch-free catalogues of models, inits and protocols.
+"""What the pages keep and read between reruns: the store, query parameters, remembered choices, live curves,
+progress, background tasks, and torch-free catalogues of models, inits and protocols.
 
 Why these exist (Streamlit facts): a rerun interrupts the script thread, so nothing slow runs in it;
 ``st.session_state`` is lost on a browser refresh, so the run or group a page shows lives in
@@ -9,17 +9,24 @@ our own and written back before the widget is drawn. No torch is imported here o
 
 from __future__ import annotations
 
-import json
+import dataclasses
 import threading
 import time
 import traceback
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+import streamlit as st
+
+from labcore import data as disciplines
 from labcore.errors import LabError
+from labcore.fmt import fmt_duration
+from labcore.mapping import MappingSpec, TokenMapping, build_mapping, model_vocab
 from labcore.record import RunRecord
-from labcore.store import ACTIVE, FINISHED, Store, curves_from_events, open_store
+from labcore.events import curves_from_events
+from labcore.store import FINISHED, Store, open_store
 
 # --------------------------------------------------------------------------------------------------
 # the store and the executor
@@ -60,41 +67,17 @@ def worker_summary(store: Store) -> dict[str, Any]:
             "running": sum(r["status"] == "running" for r in records), "total": len(records)}
 
 
-def spec_from(values: dict[str, Any], **changes: Any):
-    """``make_spec`` of a spec dict (a record's, ``RunSpec.to_dict()``) with ``changes``, its mapping table as
-    tuples (a dict holds it as a list of lists; the spec must stay hashable and print its CLI cleanly)."""
-    from labcore.spec import make_spec
-
-    merged = {**values, **changes}
-    merged["mapping_table"] = tuple(tuple(row) for row in merged.get("mapping_table") or ())
-    return make_spec(**merged)
-
-
-def spec_with(spec, **changes: Any):
-    """``spec.replace(**changes)`` that keeps the mapping table a tuple."""
-    return spec_from(spec.to_dict(), **changes)
-
-
 # --------------------------------------------------------------------------------------------------
-# query parameters and remembered choices (Streamlit)
+# query parameters and remembered choices
 
 
 def qp(name: str, default: str | None = None) -> str | None:
-    import streamlit as st
-
     value = st.query_params.get(name)
     return value if value not in (None, "") else default
 
 
-def qp_list(name: str) -> list[str]:
-    value = qp(name)
-    return [v for v in (value or "").split(",") if v]
-
-
 def set_qp(**values: str | Sequence[str] | None) -> None:
     """Set (or with None, remove) query parameters; lists are stored comma-separated."""
-    import streamlit as st
-
     written = st.session_state.setdefault("_qp_written", {})
     for name, value in values.items():
         if value is None or value == "" or value == []:
@@ -112,8 +95,6 @@ def qp_external(name: str) -> str | None:
     """The query parameter ``name`` if it did not come from this session's own :func:`set_qp`: a link, a
     reload, a second tab or the first visit. A page then moves its widget to it; otherwise the widget
     (the user's latest choice) wins."""
-    import streamlit as st
-
     value = st.query_params.get(name) or None
     written = st.session_state.setdefault("_qp_written", {})
     if name in written and written[name] == value:
@@ -128,8 +109,6 @@ def remember(key: str, default: Any, options: Sequence[Any] | None = None) -> st
     Create the widget with ``key=remember(...)`` and no ``value``/``index`` argument, then call
     :func:`keep` with its value. A remembered value no longer among ``options`` falls back to ``default``.
     """
-    import streamlit as st
-
     kept = st.session_state.setdefault("_kept", {})
     widget = f"w:{key}"
     value = kept.get(key, default)
@@ -141,8 +120,6 @@ def remember(key: str, default: Any, options: Sequence[Any] | None = None) -> st
 
 
 def keep(key: str, value: Any) -> Any:
-    import streamlit as st
-
     st.session_state.setdefault("_kept", {})[key] = value
     return value
 
@@ -154,16 +131,12 @@ def persist_widgets(prefixes: Sequence[str]) -> None:
     itself marks it as ours, so it survives a visit to another page. Buttons and uploaders cannot be
     assigned: give them keys outside these prefixes.
     """
-    import streamlit as st
-
     for key in list(st.session_state.keys()):
         if isinstance(key, str) and key.startswith(tuple(prefixes)):
             st.session_state[key] = st.session_state[key]
 
 
 def remembered(key: str, default: Any = None) -> Any:
-    import streamlit as st
-
     return st.session_state.get("_kept", {}).get(key, default)
 
 
@@ -186,8 +159,6 @@ class StreamCache:
 
 
 def stream_cache() -> StreamCache:
-    import streamlit as st
-
     return st.session_state.setdefault("_streams", StreamCache())
 
 
@@ -248,27 +219,6 @@ def progress(status: str, step: int, total: int, events: Sequence[dict[str, Any]
     else:
         text = status + (f" at step {step}" + (f" of {total}" if total else "") if step else "")
     return Progress(step, total, fraction, eta, text)
-
-
-def fmt_duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "–"
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
-
-
-def fmt_age(t: float | None, now: float | None = None) -> str:
-    if not t:
-        return "–"
-    return fmt_duration((time.time() if now is None else now) - t) + " ago"
-
-
-def is_active(status: str) -> bool:
-    return status in ACTIVE
 
 
 # --------------------------------------------------------------------------------------------------
@@ -346,9 +296,6 @@ def inits() -> dict[str, str]:
 
 def protocols() -> dict[str, tuple[str, list[tuple[str, type, Any]]]]:
     """Protocol name -> (one-line description with paper section, [(switch, type, default), ...])."""
-    import dataclasses
-    import typing
-
     from labcore.protocols import PROTOCOLS  # registers every protocol; loads no torch
 
     out = {}
@@ -361,78 +308,31 @@ def protocols() -> dict[str, tuple[str, list[tuple[str, type, Any]]]]:
 
 
 # --------------------------------------------------------------------------------------------------
-# token mappings without torch
+# disciplines and token mappings without torch
 
 
-def model_folder(model: str) -> Path | None:
-    """The folder holding a backbone's vocabulary, when it exists here (None: not converted or not local)."""
-    from labcore import assets, paths
-
-    if model.startswith("local:"):
-        return Path(model[len("local:"):]).expanduser()
-    if model.startswith("tiny:"):
-        return paths.cache_dir() / "models" / f"tiny-{model[len('tiny:'):]}"
-    if model.startswith("hub:"):
-        return None
-    converted = paths.cache_dir() / "models" / model
-    if converted.is_dir():
-        return converted
-    if model in assets.ASSETS and assets.is_available(model):
-        return assets.ASSETS[model].directory
-    return None
+def discipline_info(name: str, params: dict[str, Any] | None = None):
+    discipline = disciplines.get(name)
+    return discipline.info(disciplines.parse_params(discipline, dict(params or {})))
 
 
-def model_vocab(model: str):
-    """The backbone's vocabulary (:class:`labcore.mapping.Vocab`) read from its files, without torch.
-
-    ``vocab.txt`` (WordPiece: BERT, AntiBERTy) or ``tokenizer.json`` (any fast tokenizer); special ids
-    are the tokenizer's special tokens, as the engine's ``Vocab.from_tokenizer`` sees them.
-    """
-    from labcore.mapping import Vocab
-
-    folder = model_folder(model)
-    if folder is None or not folder.is_dir():
-        raise LabError(f"the vocabulary of {model!r} is not on this machine yet; run any spec with this model once "
-                       f"(it fetches or converts the weights), then open this page again")
-    name = model.split(":", 1)[-1]
-    tok_json = folder / "tokenizer.json"
-    if tok_json.is_file():
-        data = json.loads(tok_json.read_text(encoding="utf-8"))
-        vocab = data.get("model", {}).get("vocab")
-        table: dict[str, int] = {}
-        if isinstance(vocab, dict):
-            table = {str(k): int(v) for k, v in vocab.items()}
-        elif isinstance(vocab, list):  # Unigram: [[piece, score], ...], id = position
-            table = {str(p[0]): i for i, p in enumerate(vocab)}
-        for added in data.get("added_tokens", []):
-            table[str(added["content"])] = int(added["id"])
-        if table:
-            tokens = [""] * (max(table.values()) + 1)
-            for token, i in table.items():
-                tokens[i] = token
-            special = frozenset(int(a["id"]) for a in data.get("added_tokens", []) if a.get("special"))
-            from labcore.mapping import _unused_ids
-
-            return Vocab(tokens=tuple(tokens), special_ids=special, unused_ids=_unused_ids(tokens), name=name)
-    if (folder / "vocab.txt").is_file():
-        return Vocab.from_file(folder / "vocab.txt", name=name)
-    raise LabError(f"{folder} has neither tokenizer.json nor vocab.txt, so {model!r} has no vocabulary to map "
-                   f"symbols into; use the embedding input adapter with it")
+def render_example(info, row: dict[str, Any], limit: int = 200) -> str:
+    """An example in its own symbols: :func:`labcore.data.render`, except that one-number vectors (bit
+    strings) are written as their bits (bits-xor's two strings apart: ``info.bit_groups``), not as "10 vectors of dimension 1"."""
+    if info.input_kind == "vectors" and info.vector_dim == 1 and row.get("vectors") is not None:
+        return info.show_bits("".join(f"{float(v[0]):g}" for v in row["vectors"][:limit]))
+    return disciplines.render(info, row, limit=limit)
 
 
-def mapping_spec_of(spec: dict[str, Any]):
-    from labcore.mapping import MappingSpec
-
+def _mapping_spec_of(spec: dict[str, Any]) -> MappingSpec:
     table = tuple(tuple(r) for r in spec.get("mapping_table") or ())
     return MappingSpec(kind=spec["mapping"], k=int(spec.get("mapping_k", 1000)), seed=int(spec.get("mapping_seed", 0)),
                        table=table if spec["mapping"] == "table" else ())
 
 
-def run_mapping(store: Store, record: dict[str, Any]):
+def run_mapping(store: Store, record: dict[str, Any]) -> TokenMapping | None:
     """The TokenMapping a run used: ``mapping.json`` in its folder when the engine wrote one, else rebuilt
     from its spec (same rule, same vocabulary); None for runs that feed vectors or own embeddings."""
-    from labcore.mapping import TokenMapping, build_mapping
-
     spec = record["spec"]
     if spec.get("input_adapter") != "vocab" or spec.get("mapping") in (None, "none"):
         return None
@@ -444,34 +344,4 @@ def run_mapping(store: Store, record: dict[str, Any]):
             pass  # an older format: rebuild below
     info = discipline_info(spec["discipline"], spec.get("discipline_params") or {})
     alphabet = None if info.input_kind == "text" else info.alphabet
-    return build_mapping(mapping_spec_of(spec), alphabet, model_vocab(spec["model"]))
-
-
-def render_example(info, row: dict[str, Any], limit: int = 200) -> str:
-    """An example in its own symbols: :func:`labcore.data.render`, except that one-number vectors (bit
-    strings) are written as their bits (bits-xor's two strings apart), not as "10 vectors of dimension 1"."""
-    from labcore import data as disciplines
-
-    if info.input_kind == "vectors" and info.vector_dim == 1 and row.get("vectors") is not None:
-        bits = "".join(f"{float(v[0]):g}" for v in row["vectors"][:limit])
-        if info.name == "bits-xor":
-            half = len(bits) // 2
-            return f"{bits[:half]} {bits[half:]}"
-        return bits
-    return disciplines.render(info, row, limit=limit)
-
-
-def discipline_info(name: str, params: dict[str, Any] | None = None):
-    from labcore import data as disciplines
-
-    discipline = disciplines.get(name)
-    return discipline.info(disciplines.parse_params(discipline, dict(params or {})))
-
-
-__all__ = [
-    "Progress", "StreamCache", "Task", "backbones", "discipline_info", "fmt_age", "fmt_duration", "get_executor",
-    "get_store", "get_task", "inits", "is_active", "keep", "mapping_spec_of", "model_folder", "model_vocab",
-    "persist_widgets", "progress", "protocols", "qp", "qp_external", "qp_list", "remember", "remembered",
-    "render_example", "result_of", "results", "run_curves", "run_mapping", "set_qp", "spec_from", "spec_with",
-    "start_task", "stream_cache", "worker_summary",
-]
+    return build_mapping(_mapping_spec_of(spec), alphabet, model_vocab(spec["model"]))

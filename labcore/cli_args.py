@@ -1,0 +1,101 @@
+"""The spec flags shared by ``run``, ``sweep`` and ``submit``: one flag per RunSpec field (``--model``,
+``--init``, ``--lr`` …), ``--dparam k=v`` and ``--pparam k=v`` for discipline and protocol parameters.
+In a sweep any flag takes a comma list and the sweep is their product."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from typing import Any, Sequence
+
+from labcore.errors import LabError
+from labcore.spec import RunSpec, make_spec
+
+_SPEC_FIELDS = [f for f in dataclasses.fields(RunSpec)
+                if f.name not in ("discipline_params", "protocol_params", "mapping_table")]
+
+
+def _convert(name: str, text: str) -> Any:
+    """Turn a flag's text into the RunSpec field's type."""
+    default = getattr(RunSpec(), name)
+    field_type = {f.name: f.type for f in dataclasses.fields(RunSpec)}[name]
+    try:
+        if isinstance(default, bool):
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ValueError
+        if isinstance(default, int) or "int" in str(field_type) and "float" not in str(field_type):
+            return int(text)
+        if isinstance(default, float) or "float" in str(field_type):
+            return float(text)
+    except ValueError:
+        raise LabError(f"--{name.replace('_', '-')}: {text!r} is not a valid value") from None
+    return text
+
+
+def key_values(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for item in items or []:
+        if "=" not in item:
+            raise LabError(f"{flag} takes key=value, got {item!r}")
+        key, value = item.split("=", 1)
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunSpec field (text; converted by spec_from_args)."""
+    for f in _SPEC_FIELDS:
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None)
+    parser.add_argument("--dparam", action="append", metavar="KEY=VALUE", help="discipline parameter")
+    parser.add_argument("--pparam", action="append", metavar="KEY=VALUE", help="protocol parameter")
+    parser.add_argument("--mapping-table", dest="mapping_table", default=None,
+                        help="symbol:id pairs, comma separated (mapping kind table)")
+
+
+def _spec_values(args: argparse.Namespace) -> dict[str, Any]:
+    values: dict[str, Any] = {}
+    for f in _SPEC_FIELDS:
+        text = getattr(args, f.name, None)
+        if text is not None:
+            values[f.name] = text
+    values["discipline_params"] = key_values(getattr(args, "dparam", None), "--dparam")
+    values["protocol_params"] = key_values(getattr(args, "pparam", None), "--pparam")
+    table = getattr(args, "mapping_table", None)
+    if table:
+        rows = []
+        for pair in table.split(","):
+            symbol, _, ident = pair.rpartition(":")
+            rows.append((symbol, int(ident)))
+        values["mapping_table"] = tuple(rows)
+    return values
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    values = _spec_values(args)
+    for f in _SPEC_FIELDS:
+        if f.name in values:
+            values[f.name] = _convert(f.name, values[f.name])
+    return make_spec(**values)
+
+
+def specs_from_sweep_args(args: argparse.Namespace) -> list[RunSpec]:
+    """The cartesian product of every comma-separated flag (and --seeds)."""
+    values = _spec_values(args)
+    if getattr(args, "seeds", None):
+        values["seed"] = args.seeds
+    lists: list[tuple[str, list[Any]]] = []
+    for f in _SPEC_FIELDS:
+        if f.name in values:
+            lists.append((f.name, [_convert(f.name, v) for v in str(values[f.name]).split(",")]))
+    specs = [dict(discipline_params=values["discipline_params"], protocol_params=values["protocol_params"],
+                  mapping_table=values.get("mapping_table", ()))]
+    for name, options in lists:
+        specs = [{**s, name: option} for s in specs for option in options]
+    return [make_spec(**s) for s in specs]

@@ -1,0 +1,78 @@
+"""Events of a job's stream, read back: one line of text per event, and curves from training events.
+
+A job's handler yields JSON-able dicts with a ``type``: ``attempt`` (written by the store when a worker
+takes it), ``log`` (a message; ``source`` engine | stdout | stderr | error | traceback | store),
+``start``, ``step``, ``eval``, ``checkpoint`` (training), and a last ``result``. Pure functions: the CLI,
+the store's log and the pages share them.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+
+def log_line(event: dict[str, Any]) -> str | None:
+    """The line an event adds to a job's log (log messages and attempts; None for the rest)."""
+    kind = event.get("type")
+    if kind == "log":
+        source = event.get("source", "engine")
+        return ("" if source == "engine" else f"[{source}] ") + str(event.get("message", "")).rstrip("\n")
+    if kind == "attempt":
+        how = "resumed from checkpoint" if event.get("resume") else "started"
+        return f"--- attempt {event['attempt']} {how} by pid {event.get('pid')} ---"
+    return None
+
+
+def describe(event: dict[str, Any]) -> str | None:
+    """One line for any event (None for events not worth a line): what ``labcore tail`` prints."""
+    kind = event.get("type")
+    if kind == "step":
+        return (f"step {event['step']}  loss {event['loss']:.4f}  lr {event.get('lr', 0):.2e}  "
+                f"{event.get('samples_per_s', 0):.1f} samples/s")
+    if kind == "eval":
+        return f"eval {event['step']}  {event.get('split', '')} {event.get('metric', 'metric')} {event['value']:.4f}"
+    if kind == "start":
+        return (f"start  {event.get('total_steps')} steps, {event.get('params_trainable', 0):,} of "
+                f"{event.get('params_total', 0):,} parameters train, {event.get('device')} {event.get('precision')}")
+    if kind == "checkpoint":
+        return f"checkpoint at step {event['step']}"
+    if kind == "result":
+        return f"result  {event.get('status')}" + (f": {event['error']}" if event.get("error") else "")
+    return log_line(event)
+
+
+def curves_from_events(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """Loss and evaluation curves from a metric stream, as ``{name: [(step, value), ...]}``.
+
+    A resumed (or restarted) attempt starts again at its checkpoint step: points an earlier attempt
+    logged at or after that step are dropped, so the curve continues from the checkpoint instead of
+    doubling back. Names: ``train_loss``, ``lr``, ``<split>_loss`` and ``<split>_<metric>``.
+    """
+    out: dict[str, list[tuple[int, float]]] = {}
+
+    def add(name: str, step: int, value: Any) -> None:
+        if value is None:
+            return
+        points = out.setdefault(name, [])
+        while points and points[-1][0] >= step:
+            points.pop()
+        points.append((step, float(value)))
+
+    last_step = -1
+    for event in events:
+        kind = event.get("type")
+        if kind == "step":
+            step = int(event["step"])
+            if step <= last_step:
+                # A step that is not past the last one: a new attempt starts here. Cut every curve.
+                for points in out.values():
+                    while points and points[-1][0] >= step:
+                        points.pop()
+            last_step = step
+            add("train_loss", step, event.get("loss"))
+            add("lr", step, event.get("lr"))
+        elif kind == "eval":
+            split = event.get("split", "validation")
+            add(f"{split}_loss", int(event["step"]), event.get("loss"))
+            add(f"{split}_{event.get('metric', 'metric')}", int(event["step"]), event.get("value"))
+    return {name: points for name, points in out.items() if points}

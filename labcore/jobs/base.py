@@ -1,0 +1,79 @@
+"""What a job kind is: a frozen spec dataclass, how to resolve and key it, and its handler.
+
+A handler is a generator ``handler(spec, ctx)`` of JSON-able events (dicts with a ``type``) whose last
+event is ``{"type": "result", "status": ..., "record": {...}}``, like :func:`labcore.run.iter_run`. It
+runs in a worker (local or on a cluster), so it may import torch inside its body; the module that
+registers the kind must not, because the pages and the executor import it to resolve and key specs.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from labcore.errors import LabError
+
+Event = dict[str, Any]
+StopFn = Callable[[], "str | None"]
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """A finished job whose result this job reads: its record and its folder."""
+
+    record: dict[str, Any]
+    workdir: Path
+
+
+@dataclass(frozen=True)
+class JobContext:
+    """What a handler gets besides its spec (the same from every executor)."""
+
+    workdir: Path  # the job's own folder: checkpoints and artifacts go here
+    should_stop: StopFn = lambda: None  # "cancelled" | "interrupted" | None; poll it between steps
+    resume: bool = False  # a checkpoint of an earlier attempt is in ``workdir``
+    checkpoint_every: int = 0  # steps between checkpoints, for kinds that keep them
+    threads: int | None = None  # torch threads for this job (None: the handler's own choice)
+    inputs: dict[str, JobInput] = field(default_factory=dict)  # required key -> its finished job
+
+
+def _default_encode(spec: Any) -> dict[str, Any]:
+    return dataclasses.asdict(spec)
+
+
+def hash_key(kind: str, values: dict[str, Any]) -> str:
+    """The key of a kind's resolved spec: its canonical JSON, hashed with the kind's name."""
+    text = json.dumps(values, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(f"{kind}:{text}".encode()).hexdigest()[:20]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One registered kind of background work (see :func:`labcore.jobs.job_kind`)."""
+
+    name: str
+    spec_type: type
+    handler: Callable[[Any, JobContext], Iterator[Event]]
+    description: str = ""
+    resolve: Callable[[Any], Any] = lambda spec: spec  # fill defaults (torch-free); idempotent
+    encode: Callable[[Any], dict[str, Any]] = _default_encode  # spec -> JSON-able dict
+    decode: Callable[[dict[str, Any]], Any] | None = None  # dict -> spec (default: spec_type(**values))
+    key: Callable[[Any], str] | None = None  # resolved spec -> key (default: hash_key(name, encode(spec)))
+    label: Callable[[Any], str] = lambda spec: ""  # short human name for tables
+    requires: Callable[[Any], tuple[str, ...]] = lambda spec: ()  # keys whose results it reads
+    checkpoint: str = ""  # file in the job's folder a resumed attempt continues from
+    stops_itself: bool = False  # the handler polls should_stop and ends with its own result (and checkpoint)
+    warm_up: Callable[[], None] | None = None  # what an idle worker imports ahead, so a job starts at once
+
+    def from_dict(self, values: dict[str, Any]) -> Any:
+        try:
+            return self.decode(values) if self.decode else self.spec_type(**values)
+        except TypeError as exc:
+            raise LabError(f"not a {self.name} spec: {exc}") from None
+
+    def key_of(self, resolved: Any) -> str:
+        return self.key(resolved) if self.key else hash_key(self.name, self.encode(resolved))

@@ -1,0 +1,38 @@
+"""The ``run`` kind: train one RunSpec (data -> mapping -> model -> protocol -> train -> evaluate -> record).
+
+Its key is ``RunSpec.key`` of the resolved spec (what it has always been, so stored results keep their
+keys); the training loop checkpoints to ``resume.pt`` and handles stop requests itself.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+from labcore.jobs.base import Event, JobContext
+from labcore.resolve import resolve_spec
+from labcore.spec import RunSpec, make_spec
+
+
+def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
+    from labcore.run import iter_run
+
+    yield from iter_run(spec, workdir=ctx.workdir, should_stop=ctx.should_stop, resume=ctx.resume,
+                        checkpoint_every=ctx.checkpoint_every, threads=ctx.threads)
+
+
+def _warm_up() -> None:
+    from labcore.run import warm_up
+
+    warm_up()
+
+
+def _register() -> None:
+    from labcore.jobs import job_kind
+
+    job_kind("run", RunSpec, description="train one model on one discipline under one protocol",
+             resolve=resolve_spec, encode=RunSpec.to_dict, decode=lambda values: make_spec(**values),
+             key=lambda spec: spec.key, label=RunSpec.label, checkpoint="resume.pt",
+             stops_itself=True, warm_up=_warm_up)(train_run)
+
+
+_register()

@@ -1,0 +1,538 @@
+"""The store: the job table, one queue, event streams, the worker registry and job folders, on one
+diskcache ``Cache`` that every page, CLI, executor and worker process opens on the same directory
+(SQLite in WAL mode, so readers never block and writers serialise on a short lock).
+
+It knows jobs, not engines: a job is a kind name, a key, a JSON spec, a label and the keys of the jobs
+whose results it needs (:class:`NewJob`, built by :mod:`labcore.jobs`). Rules that keep it honest:
+
+* Every read-modify-write happens inside ``cache.transact()`` (SQLite ``BEGIN IMMEDIATE``), so a claim,
+  a submission or a status change is atomic across processes: each queued job is claimed once.
+* ``running`` is only believed while its heartbeat is fresh and its pid is a live, non-zombie process.
+  Reads decide ``dead`` lazily and write it back, so no job stays ``running`` once nobody runs it.
+* A finished key is a result: submitting it again returns the record at once, without the queue.
+
+This package imports no torch and nothing of the engine: the pages import it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
+
+import diskcache
+
+from labcore import paths
+from labcore.errors import LabError
+from labcore.store import migrate
+from labcore.store.artifacts import Artifacts
+from labcore.store.liveness import HOST, why_dead
+from labcore.store.queue import JobQueue
+from labcore.store.settings import (ACTIVE, DISKCACHE_SETTINGS, FINISHED, PRIORITIES, STOPPED, TERMINAL,
+                                    StoreSettings)
+from labcore.store.streams import EventStreams
+from labcore.store.table import JobTable
+from labcore.store.workers import WorkerRegistry
+
+if TYPE_CHECKING:
+    from labcore.record import RunRecord
+
+
+@dataclass(frozen=True)
+class NewJob:
+    """What the store needs to queue a job: everything else (resolving, keying) happened before."""
+
+    kind: str
+    key: str
+    spec: dict[str, Any]  # the resolved spec as JSON-able values
+    label: str
+    requires: tuple[str, ...] = ()  # keys of jobs that must be finished first (their results are inputs)
+    checkpoint: str = ""  # the file in the job's folder a resumed attempt continues from ("" : none)
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What a submit did: ``outcome`` is cached | queued | existing | resumed | requeued."""
+
+    key: str
+    status: str
+    outcome: str
+    record: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return self.record.get("kind", "run")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A job a worker now owns: it must heartbeat ``(key, attempt)`` and finish it."""
+
+    key: str
+    attempt: int
+    spec: dict[str, Any]
+    resume: bool
+    workdir: Path
+    kind: str = "run"
+    requires: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """A job at a glance, for tables and progress bars (the full record stays in ``record``)."""
+
+    key: str
+    status: str
+    label: str
+    step: int
+    total_steps: int
+    loss: float | None
+    heartbeat_age_s: float | None
+    pid: int | None
+    error: str
+    record: dict[str, Any]
+
+    @property
+    def kind(self) -> str:
+        return self.record.get("kind", "run")
+
+    @property
+    def active(self) -> bool:
+        return self.status in ACTIVE
+
+    @property
+    def finished(self) -> bool:
+        return self.status in FINISHED
+
+
+RunStatus = JobStatus  # the name the pages and the CLI grew up with
+
+
+def _now() -> float:
+    return time.time()
+
+
+class Store:
+    """Process-safe store of jobs: records, one queue, event streams, workers and job folders.
+
+    ``root`` defaults to ``<TRANSFERLAB_CACHE>/store``. Open it once per process with :func:`open_store`
+    (several ``Store`` objects on one root in a process also work, they just cost a connection each).
+    """
+
+    def __init__(self, root: Path | str | None = None, settings: StoreSettings = StoreSettings()) -> None:
+        self.root = Path(root) if root is not None else paths.cache_dir() / "store"
+        self.settings = settings
+        self.runs_dir = self.root / "runs"
+        self.logs_dir = self.root / "logs"
+        self.cache = diskcache.Cache(str(self.root / "db"), timeout=settings.sqlite_timeout_s,
+                                     **DISKCACHE_SETTINGS)
+        self.table = JobTable(self.cache)
+        self.queue = JobQueue(self.cache)
+        self.streams = EventStreams(self.cache)
+        self.worker_registry = WorkerRegistry(self.cache, settings)
+        self.files = Artifacts(self.runs_dir)
+        migrate.upgrade(self.cache)
+
+    def close(self) -> None:
+        self.cache.close()
+
+    def __repr__(self) -> str:
+        return f"Store({str(self.root)!r})"
+
+    def _txn(self):
+        # retry=True: a writer that loses the race for the SQLite lock tries again instead of raising.
+        return self.cache.transact(retry=True)
+
+    # ---------------------------------------------------------------------------------- submitting
+    def submit(self, job: NewJob, *, priority: str = "interactive", group: str | None = None) -> Submission:
+        """Queue a job unless its result or its live attempt already exists.
+
+        * a ``done``/``diverged`` record is returned at once, without touching the queue;
+        * a queued or running job is returned as it is (a higher priority moves it forward);
+        * a cancelled, interrupted or dead job is queued again and continues from its checkpoint;
+        * a failed job is queued again from the start;
+        * a job whose inputs (``job.requires``) are not all finished is refused, naming them.
+        """
+        if priority not in PRIORITIES:
+            raise LabError(f"unknown priority {priority!r}; valid priorities: {', '.join(PRIORITIES)}")
+        key = job.key
+        # The cached path is one read and no lock: a finished result never changes.
+        record = self.table.get(key)
+        if record is not None and record["status"] in FINISHED:
+            if group:
+                with self._txn():
+                    self.table.add_to_group(group, [key])
+            return Submission(key, record["status"], "cached", record)
+        self._check_inputs(job)
+        with self._txn():
+            record = self.table.get(key)
+            if record is not None and record["status"] == "running":
+                record = self._check_alive(record)
+            if group:
+                self.table.add_to_group(group, [key])
+            if record is None:
+                record = {
+                    "key": key, "kind": job.kind, "spec": job.spec, "label": job.label, "status": "queued",
+                    "requires": list(job.requires), "checkpoint": job.checkpoint, "priority": priority,
+                    "attempt": 0, "resume": False, "pid": None, "host": None, "submitted_at": _now(),
+                    "started_at": None, "finished_at": None, "error": "", "result": None,
+                    "groups": [group] if group else [],
+                }
+                self.table.all.add(key)
+                outcome = "queued"
+            elif record["status"] in FINISHED:
+                return Submission(key, record["status"], "cached", record)
+            elif record["status"] == "running":
+                return Submission(key, "running", "existing", record)
+            elif record["status"] == "queued":
+                if PRIORITIES[priority] >= PRIORITIES[record["priority"]]:
+                    return Submission(key, "queued", "existing", record)
+                outcome = "existing"  # same job, moved forward: a second entry at the higher priority
+            else:
+                outcome = "requeued" if record["status"] == "failed" else "resumed"
+                record = dict(record, status="queued", resume=outcome == "resumed", error="",
+                              submitted_at=_now(), finished_at=None)
+            record["priority"] = priority
+            if group and group not in record.get("groups", []):
+                record["groups"] = record.get("groups", []) + [group]
+            self.table.put(record)
+            self.cache.delete(f"cancel/{key}")
+            self.queue.push(key, priority)
+        return Submission(key, "queued", outcome, record)
+
+    def _check_inputs(self, job: NewJob) -> None:
+        for needed in job.requires:
+            record = self.get(needed)
+            if record is None:
+                raise LabError(f"this {job.kind} job needs job {needed} and there is none with that key; "
+                               f"pick a finished one from the Runs page or `python -m labcore status`")
+            if record["status"] not in FINISHED:
+                raise LabError(f"this {job.kind} job needs {record.get('kind', 'run')} {needed} "
+                               f"({record.get('label', '')}) finished, and it is {record['status']}; "
+                               f"let it finish (or resume it), then ask again")
+
+    def submit_group(self, name: str, jobs: Iterable[NewJob], *, priority: str = "sweep") -> list[Submission]:
+        """Queue a sweep: every job joins group ``name``; finished ones come from the store."""
+        if not name:
+            raise LabError("a sweep needs a name: give --name (it groups the runs in the store)")
+        return [self.submit(job, priority=priority, group=name) for job in jobs]
+
+    def resume(self, key: str) -> Submission:
+        """Queue a stopped job again (interactive priority); it continues from its last checkpoint."""
+        record = self.record(key)
+        if record["status"] not in STOPPED:
+            raise LabError(f"run {key} is {record['status']}: only {', '.join(STOPPED)} runs can be resumed")
+        with self._txn():
+            record = self.table.get(key)
+            if record["status"] not in STOPPED:  # someone resumed it in between: return that job
+                return Submission(key, record["status"], "existing", record)
+            record = dict(record, status="queued", resume=True, priority="interactive", error="",
+                          submitted_at=_now(), finished_at=None)
+            self.table.put(record)
+            self.cache.delete(f"cancel/{key}")
+            self.queue.push(key, "interactive")
+        return Submission(key, "queued", "resumed", record)
+
+    def cancel(self, key: str) -> dict[str, Any]:
+        """Cancel a job: a queued one at once; a running one at its next step (a flag it polls)."""
+        with self._txn():
+            record = self.table.get(key)
+            if record is None:
+                raise LabError(f"no run with key {key!r}; `python -m labcore status` lists the runs")
+            if record["status"] == "running":
+                record = self._check_alive(record)
+            if record["status"] == "queued":
+                # Its queue entry stays behind; claims skip entries whose record is not queued.
+                record = dict(record, status="cancelled", finished_at=_now())
+                self.table.put(record)
+            elif record["status"] == "running":
+                self.cache.set(f"cancel/{key}", record["attempt"])
+                record = dict(record, cancel_requested=True)
+                self.table.put(record)
+            elif record["status"] == "dead":
+                record = dict(record, status="cancelled")  # nobody runs it; stop offering resume as "dead"
+                self.table.put(record)
+        return record
+
+    def cancel_requested(self, key: str, attempt: int) -> bool:
+        """Polled by the worker once per step: one read, no lock."""
+        return self.cache.get(f"cancel/{key}") == attempt
+
+    # ----------------------------------------------------------------------------------------- reading
+    def group(self, name: str) -> dict[str, Any]:
+        return self.table.group(name)
+
+    def groups(self) -> list[str]:
+        return self.table.groups()
+
+    def resolve_key(self, prefix: str) -> str:
+        return self.table.resolve_key(prefix)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The job's record, with ``dead`` decided now for a running job nobody runs any more."""
+        record = self.table.get(key)
+        if record is not None and record["status"] == "running" and self._why_dead(record):
+            record = self._mark_dead(key)
+        return record
+
+    def record(self, key: str) -> dict[str, Any]:
+        record = self.get(key)
+        if record is None:
+            raise LabError(f"no run with key {key!r}; `python -m labcore status` lists the runs")
+        return record
+
+    def keys(self, kind: str | None = "run") -> list[str]:
+        """Keys in submission order, of one kind (default: training runs; None: every kind)."""
+        return self.table.keys(kind)
+
+    def jobs(self, *, kind: str | None = None, status: str | None = None,
+             group: str | None = None) -> list[dict[str, Any]]:
+        """Records in submission order, optionally of one kind, one status or one group."""
+        keys = self.group(group)["keys"] if group else self.table.keys()
+        records = [r for r in (self.get(k) for k in keys) if r is not None]
+        return [r for r in records if (kind is None or r.get("kind", "run") == kind)
+                and (status is None or r["status"] == status)]
+
+    def runs(self, *, status: str | None = None, group: str | None = None) -> list[dict[str, Any]]:
+        """Training runs in submission order (what the Runs and Compare pages list)."""
+        return self.jobs(kind="run", status=status, group=group)
+
+    def heartbeat_of(self, key: str) -> dict[str, Any] | None:
+        return self.cache.get(f"hb/{key}")
+
+    def status(self, key: str) -> JobStatus:
+        record = self.record(key)
+        beat = self.cache.get(f"hb/{key}") if record["status"] == "running" else None
+        result = record.get("result") or {}
+        step = total = 0
+        loss = None
+        if beat:
+            step, total, loss = beat.get("step", 0), beat.get("total_steps", 0), beat.get("loss")
+        elif result:
+            step, total = result.get("steps_done", 0), result.get("total_steps", 0)
+            losses = result.get("train_loss") or []
+            loss = losses[-1][1] if losses else None
+        return JobStatus(
+            key=key, status=record["status"], label=record.get("label", ""), step=int(step or 0),
+            total_steps=int(total or 0), loss=loss, heartbeat_age_s=(_now() - beat["t"]) if beat else None,
+            pid=record.get("pid"), error=record.get("error", ""), record=record,
+        )
+
+    def queue_seq(self) -> int:
+        """A counter every push increments: an idle worker claims only when it moved (no lock taken)."""
+        return self.queue.seq()
+
+    def queued(self) -> list[str]:
+        return [r["key"] for r in self.jobs(status="queued")]
+
+    # ------------------------------------------------------------------------------------- liveness
+    def _why_dead(self, record: dict[str, Any]) -> str | None:
+        beat = self.cache.get(f"hb/{record['key']}") or {}
+        last = beat.get("t") or record.get("started_at") or 0.0
+        return why_dead(record.get("host"), record.get("pid"), last, self.settings.stale_after_s)
+
+    def _check_alive(self, record: dict[str, Any]) -> dict[str, Any]:
+        """Inside a transaction: a running record, or the same record marked dead."""
+        return self._mark_dead(record["key"]) if self._why_dead(record) else record
+
+    def _mark_dead(self, key: str) -> dict[str, Any]:
+        with self._txn():
+            record = self.table.get(key)
+            # Re-check under the lock: the worker may have finished or heartbeated in between.
+            reason = self._why_dead(record) if record["status"] == "running" else None
+            if reason is None:
+                return record
+            record = dict(record, status="dead", finished_at=_now(),
+                          error=f"the run stopped unexpectedly ({reason}); resume it to continue "
+                                f"from its last checkpoint")
+            self.table.put(record)
+            self.table.running.remove(key)
+            self.streams.append(key, [{"type": "log", "source": "store", "message": record["error"], "t": _now()}])
+        return record
+
+    def reap(self) -> list[str]:
+        """Mark every running job that nobody runs any more ``dead``; return their keys."""
+        reaped = []
+        for key in self.table.running.items():
+            record = self.table.get(key)
+            if record is None or record["status"] != "running":
+                with self._txn():
+                    self.table.running.remove(key)
+                continue
+            if self._why_dead(record) and self._mark_dead(key)["status"] == "dead":
+                reaped.append(key)
+        return reaped
+
+    # ------------------------------------------------------------------------------- worker side
+    def claim(self, pid: int | None = None) -> Claim | None:
+        """Atomically take the next queued job (interactive before sweep, FIFO within each)."""
+        pid = pid or os.getpid()
+        with self._txn():
+            for key in self.queue.pull():
+                record = self.table.get(key)
+                if record is None or record["status"] != "queued":
+                    continue  # cancelled, or claimed through its other priority entry
+                now = _now()
+                attempt = record["attempt"] + 1
+                record = dict(record, status="running", attempt=attempt, pid=pid, host=HOST,
+                              started_at=now, finished_at=None, error="", cancel_requested=False)
+                self.table.put(record)
+                self.cache.set(f"hb/{key}", {"t": now, "pid": pid, "host": HOST, "attempt": attempt,
+                                             "step": 0, "total_steps": 0, "loss": None})
+                self.cache.delete(f"cancel/{key}")
+                self.table.running.add(key)
+                workdir = self.workdir(key)
+                checkpoint = record.get("checkpoint", "resume.pt")
+                resume = bool(record.get("resume")) and bool(checkpoint) and (workdir / checkpoint).exists()
+                self.streams.append(key, [{"type": "attempt", "attempt": attempt, "resume": resume,
+                                           "pid": pid, "host": HOST, "t": now}])
+                return Claim(key=key, attempt=attempt, spec=record["spec"], resume=resume, workdir=workdir,
+                             kind=record.get("kind", "run"), requires=tuple(record.get("requires") or ()))
+        return None
+
+    def heartbeat(self, key: str, attempt: int, *, pid: int | None = None, step: int = 0,
+                  total_steps: int = 0, loss: float | None = None) -> bool:
+        """Refresh a job's heartbeat; False when the job is no longer this attempt's to run."""
+        record = self.table.get(key)
+        if record is None or record.get("attempt") != attempt or record["status"] not in ("running", "dead"):
+            return False
+        self.cache.set(f"hb/{key}", {"t": _now(), "pid": pid or os.getpid(), "host": HOST, "attempt": attempt,
+                                     "step": step, "total_steps": total_steps, "loss": loss})
+        if record["status"] == "dead":
+            # Marked dead by a reader while it was only slow (a stalled disk, a suspended process):
+            # the worker is back (its fresh heartbeat is written above), so the job is running again.
+            with self._txn():
+                record = self.table.get(key)
+                if record.get("attempt") != attempt or record["status"] not in ("running", "dead"):
+                    return False
+                if record["status"] == "dead":
+                    self.table.put(dict(record, status="running", error="", finished_at=None))
+                    self.table.running.add(key)
+        return True
+
+    def finish(self, key: str, attempt: int, status: str, *, result: dict[str, Any] | None = None,
+               error: str = "", traceback: str = "") -> bool:
+        """Record how an attempt ended; False (and nothing written) if the job is no longer its own."""
+        if status not in TERMINAL:
+            raise ValueError(f"finish() needs a terminal status, one of {TERMINAL}, got {status!r}")
+        with self._txn():
+            record = self.table.get(key)
+            # A job marked dead by a reader but finished by its still-living worker keeps the result.
+            if record is None or record.get("attempt") != attempt or record["status"] not in ("running", "dead"):
+                return False
+            record = dict(record, status=status, finished_at=_now(), error=error, traceback=traceback,
+                          resume=False)
+            if result is not None:
+                record["result"] = result
+            self.table.put(record)
+            self.cache.delete(f"hb/{key}")
+            self.cache.delete(f"cancel/{key}")
+            self.table.running.remove(key)
+        return True
+
+    # ------------------------------------------------------------------------------------ streams
+    def append_events(self, key: str, events: list[dict[str, Any]]) -> None:
+        """Append events to a job's stream as one chunk (the worker batches them)."""
+        if events:
+            with self._txn():
+                self.streams.append(key, list(events))
+
+    def read_events(self, key: str, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
+        """Events appended since ``cursor`` and the cursor to pass next time (start with 0)."""
+        return self.streams.read(key, cursor)
+
+    def events(self, key: str) -> list[dict[str, Any]]:
+        return self.streams.read(key, 0)[0]
+
+    def follow(self, key: str, *, poll_s: float = 0.5, cursor: int = 0) -> Iterator[dict[str, Any]]:
+        """Yield a job's events as they arrive, until it is no longer queued or running."""
+        while True:
+            events, cursor = self.read_events(key, cursor)
+            yield from events
+            record = self.get(key)
+            if record is None or record["status"] not in ACTIVE:
+                events, cursor = self.read_events(key, cursor)  # what was flushed with the final status
+                yield from events
+                return
+            time.sleep(poll_s)
+
+    def log(self, key: str) -> str:
+        """The job's log: engine messages, the worker's stdout/stderr, tracebacks, store notes."""
+        from labcore.events import log_line
+
+        lines = [line for line in (log_line(e) for e in self.events(key)) if line is not None]
+        record = self.table.get(key) or {}
+        if record.get("traceback") and record["traceback"] not in "\n".join(lines):
+            lines.append(record["traceback"].rstrip("\n"))
+        return "\n".join(lines)
+
+    # ------------------------------------------------------------------------- results in-process
+    def get_result(self, key: str) -> "RunRecord | None":
+        """The engine's result record of a run that has one (any final status), else None."""
+        from labcore.record import RunRecord
+
+        record = self.table.get(key)
+        if record is None or not record.get("result") or record["status"] in ACTIVE:
+            return None
+        return RunRecord.from_dict(record["result"])
+
+    def put_result(self, result: "RunRecord", *, label: str = "") -> None:
+        """Record a run computed in this process (``python -m labcore sweep`` without --queue)."""
+        with self._txn():
+            record = self.table.get(result.key)
+            if record is not None and record["status"] == "running" and not self._why_dead(record):
+                return  # a worker owns this run; its own result will land
+            now = _now()
+            base = record or {"key": result.key, "kind": "run", "spec": result.spec, "label": label,
+                              "requires": [], "checkpoint": "resume.pt", "priority": "interactive",
+                              "attempt": 0, "pid": None, "host": None, "submitted_at": now,
+                              "started_at": now, "groups": []}
+            if record is None:
+                self.table.all.add(result.key)
+            self.table.put(dict(base, status=result.status, result=result.to_dict(), error=result.error,
+                                finished_at=now, resume=False))
+
+    # ---------------------------------------------------------------------------------- job folders
+    def workdir(self, key: str) -> Path:
+        """The folder the job writes its artifacts and checkpoints into."""
+        return self.files.folder(key)
+
+    run_dir = workdir  # the name the in-process sweep uses
+
+    def artifacts(self, key: str) -> dict[str, Path]:
+        """Files the job wrote (``best.safetensors``, attention maps, cached features …)."""
+        return self.files.files(key)
+
+    # ------------------------------------------------------------------------------------ workers
+    def register_worker(self, pid: int, *, state: str = "starting", command: str = "") -> None:
+        self.worker_registry.register(pid, state=state, command=command)
+
+    def worker_heartbeat(self, pid: int, *, state: str, run: str | None = None) -> None:
+        self.worker_registry.heartbeat(pid, state=state, job=run)
+
+    def unregister_worker(self, pid: int) -> None:
+        self.worker_registry.unregister(pid)
+
+    def worker_alive(self, info: dict[str, Any]) -> bool:
+        return self.worker_registry.alive(info)
+
+    def workers(self, *, alive_only: bool = True) -> list[dict[str, Any]]:
+        return self.worker_registry.list(alive_only=alive_only)
+
+
+# ------------------------------------------------------------------------------------- one per process
+_STORES: dict[str, Store] = {}
+
+
+def open_store(root: Path | str | None = None) -> Store:
+    """The process's Store for ``root`` (default ``<cache>/store``), opened on first use.
+
+    diskcache reconnects by itself after a fork, so a cached Store stays valid in child processes.
+    """
+    path = str(Path(root) if root is not None else paths.cache_dir() / "store")
+    store = _STORES.get(path)
+    if store is None:
+        store = _STORES[path] = Store(path)
+    return store

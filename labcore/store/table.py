@@ -1,0 +1,94 @@
+"""The job table: one record per job key, in submission order, and named groups of keys.
+
+``job/<key>`` holds a job's record (kind, spec, label, status, attempt, owner, times, result, error);
+``index/jobs`` lists the keys in submission order (no full scans); ``group/<name>`` is an ordered list
+of keys (a sweep, a demo, a recipe) and ``index/groups`` their names. Callers that change more than one
+entry hold the store's transaction; this class only reads and writes entries.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+import diskcache
+
+from labcore.errors import LabError
+
+
+class IndexList:
+    """A named list of items in one cache entry (append once, remove, read)."""
+
+    def __init__(self, cache: diskcache.Cache, name: str) -> None:
+        self.cache = cache
+        self.entry = f"index/{name}"
+
+    def items(self) -> list[Any]:
+        return list(self.cache.get(self.entry, []))
+
+    def add(self, item: Any) -> None:
+        items = self.items()
+        if item not in items:
+            self.cache.set(self.entry, items + [item])
+
+    def remove(self, item: Any) -> None:
+        items = self.items()
+        if item in items:
+            self.cache.set(self.entry, [i for i in items if i != item])
+
+
+class JobTable:
+    """Job records by key, the submission-order index, the running index and groups."""
+
+    def __init__(self, cache: diskcache.Cache) -> None:
+        self.cache = cache
+        self.all = IndexList(cache, "jobs")
+        self.running = IndexList(cache, "running")
+        self.group_names = IndexList(cache, "groups")
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.cache.get(f"job/{key}")
+
+    def put(self, record: dict[str, Any]) -> None:
+        self.cache.set(f"job/{record['key']}", record)
+
+    def add(self, record: dict[str, Any]) -> None:
+        self.put(record)
+        self.all.add(record["key"])
+
+    def keys(self, kind: str | None = None) -> list[str]:
+        keys = self.all.items()
+        if kind is None:
+            return keys
+        return [k for k in keys if (self.get(k) or {}).get("kind", "run") == kind]
+
+    def resolve_key(self, prefix: str) -> str:
+        """A full key from a unique prefix (keys are long; the CLI accepts their start)."""
+        if self.get(prefix) is not None:
+            return prefix
+        matches = [k for k in self.all.items() if k.startswith(prefix)]
+        if len(matches) == 1:
+            return matches[0]
+        if not matches:
+            raise LabError(f"no run key starts with {prefix!r}; `python -m labcore status` lists the runs")
+        raise LabError(f"{len(matches)} run keys start with {prefix!r}; give more characters")
+
+    # ------------------------------------------------------------------------------------ groups
+    def add_to_group(self, name: str, keys: Iterable[str]) -> None:
+        group = self.cache.get(f"group/{name}")
+        if group is None:
+            group = {"name": name, "created_at": time.time(), "keys": []}
+            self.group_names.add(name)
+        new = [k for k in keys if k not in group["keys"]]
+        if new or f"group/{name}" not in self.cache:
+            self.cache.set(f"group/{name}", dict(group, keys=group["keys"] + new))
+
+    def group(self, name: str) -> dict[str, Any]:
+        group = self.cache.get(f"group/{name}")
+        if group is None:
+            valid = ", ".join(self.group_names.items()) or "(none yet)"
+            raise LabError(f"no sweep named {name!r}; sweeps in the store: {valid}")
+        return group
+
+    def groups(self) -> list[str]:
+        return self.group_names.items()

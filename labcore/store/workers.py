@@ -1,0 +1,57 @@
+"""The worker registry: ``worker/<pid>`` with its state and heartbeat, listed in ``index/workers``."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import diskcache
+
+from labcore.store.liveness import HOST, why_dead
+from labcore.store.settings import StoreSettings
+from labcore.store.table import IndexList
+
+
+class WorkerRegistry:
+    def __init__(self, cache: diskcache.Cache, settings: StoreSettings) -> None:
+        self.cache = cache
+        self.settings = settings
+        self.index = IndexList(cache, "workers")
+
+    def register(self, pid: int, *, state: str = "starting", command: str = "") -> None:
+        now = time.time()
+        with self.cache.transact(retry=True):
+            self.cache.set(f"worker/{pid}", {"pid": pid, "host": HOST, "state": state, "run": None,
+                                             "started_at": now, "t": now, "command": command})
+            self.index.add(pid)
+
+    def heartbeat(self, pid: int, *, state: str, job: str | None = None) -> None:
+        info = self.cache.get(f"worker/{pid}") or {"pid": pid, "host": HOST, "started_at": time.time(),
+                                                   "command": ""}
+        if pid not in self.index.items():
+            with self.cache.transact(retry=True):
+                self.index.add(pid)
+        # "run" names the job it works on (the key kept its first name: pages read it).
+        self.cache.set(f"worker/{pid}", dict(info, state=state, run=job, t=time.time()))
+
+    def unregister(self, pid: int) -> None:
+        with self.cache.transact(retry=True):
+            self.cache.delete(f"worker/{pid}")
+            self.index.remove(pid)
+
+    def alive(self, info: dict[str, Any]) -> bool:
+        # A worker that is still importing torch has not heartbeated yet: it gets a longer grace.
+        stale = self.settings.worker_start_grace_s if info.get("state") == "starting" else self.settings.stale_after_s
+        return why_dead(info.get("host"), info.get("pid"), info.get("t", 0.0), stale) is None
+
+    def list(self, *, alive_only: bool = True) -> list[dict[str, Any]]:
+        """Registered workers (each with ``alive``); dead registrations are dropped on the way."""
+        out = []
+        for pid in self.index.items():
+            info = self.cache.get(f"worker/{pid}")
+            alive = info is not None and self.alive(info)
+            if not alive:
+                self.unregister(pid)
+            if info is not None and (alive or not alive_only):
+                out.append(dict(info, alive=alive))
+        return out
