@@ -17,7 +17,7 @@ import contextlib
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -139,13 +139,44 @@ def _rng_state() -> dict[str, Any]:
     return {"torch": torch.get_rng_state()}
 
 
+@dataclass
+class LoopState:
+    """Everything the loop carries from step to step; a resume checkpoint is this plus the parameters,
+    optimiser, scheduler and RNG (same names in the file, so a checkpoint stays readable)."""
+
+    best_state: dict[str, torch.Tensor]  # the best-on-validation trainable parameters by name
+    step: int = 0
+    losses: list[tuple[int, float]] = field(default_factory=list)  # (step, training loss)
+    val_curve: list[tuple[int, float]] = field(default_factory=list)  # (step, validation metric)
+    best_value: float = -math.inf
+    best_step: int = 0
+    bad_evals: int = 0  # evaluations since the last improvement (early stopping)
+    seen: int = 0  # training examples processed
+    train_time: float = 0.0  # seconds spent in steps (speed excludes evaluation and preparing)
+
+    def to_checkpoint(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_checkpoint(cls, state: dict[str, Any]) -> "LoopState":
+        return cls(**{f.name: state[f.name] for f in fields(cls)})
+
+    def record_eval(self, step: int, value: float, params: dict[str, torch.Tensor]) -> None:
+        self.val_curve.append((step, value))
+        if value > self.best_value:
+            self.best_value, self.best_step, self.bad_evals = value, step, 0
+            self.best_state = {n: p.detach().clone() for n, p in params.items()}
+        else:
+            self.bad_evals += 1
+
+
 def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig, *,
           evaluate: EvaluateFn, workdir: Path | None = None, should_stop: StopFn = lambda: None,
           resume: bool = False) -> Iterator[dict[str, Any]]:
     """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch."""
     torch.manual_seed(cfg.seed)
-    params = [p for p in module.parameters() if p.requires_grad]
-    names = [n for n, p in module.named_parameters() if p.requires_grad]
+    named = {n: p for n, p in module.named_parameters() if p.requires_grad}
+    params = list(named.values())
     if not params:
         raise ValueError("nothing to train: the protocol froze every parameter")
     optimizer = make_optimizer(cfg, params)
@@ -155,81 +186,61 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
     per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
     eval_every = cfg.eval_every if cfg.eval_every > 0 else per_epoch
 
-    step = 0
-    losses: list[tuple[int, float]] = []
-    val_curve: list[tuple[int, float]] = []
-    best_value = -math.inf
-    best_step = 0
-    best_state = {n: p.detach().clone() for n, p in zip(names, params)}
-    bad_evals = 0
-    seen = 0
-    train_time = 0.0
+    st = LoopState(best_state={n: p.detach().clone() for n, p in named.items()})
     resume_path = workdir / "resume.pt" if workdir else None
     if resume and resume_path and resume_path.is_file():
         state = torch.load(resume_path, weights_only=False)  # our own file, written below
         with torch.no_grad():
-            for n, p in zip(names, params):
+            for n, p in named.items():
                 p.copy_(state["params"][n])
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"]["torch"])
-        step, losses, val_curve = state["step"], state["losses"], state["val_curve"]
-        best_value, best_step, best_state = state["best_value"], state["best_step"], state["best_state"]
-        bad_evals, seen, train_time = state["bad_evals"], state["seen"], state["train_time"]
-        yield {"type": "log", "message": f"resumed from step {step}"}
+        st = LoopState.from_checkpoint(state)
+        yield {"type": "log", "message": f"resumed from step {st.step}"}
 
     def save_resume() -> Iterator[dict[str, Any]]:
         assert resume_path is not None
         # The event goes out before the file is written: whoever streams the events has stored every step
         # up to this one by the time the checkpoint exists, so a resumed run's stream never has a gap. A
         # kill in between leaves the previous checkpoint, and the stream doubles back, which readers drop.
-        yield {"type": "checkpoint", "step": step, "path": str(resume_path)}
+        yield {"type": "checkpoint", "step": st.step, "path": str(resume_path)}
         tmp = resume_path.with_suffix(".tmp")
-        torch.save({"params": {n: p.detach().clone() for n, p in zip(names, params)},
+        torch.save({"params": {n: p.detach().clone() for n, p in named.items()},
                     "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "rng": _rng_state(), "step": step, "losses": losses, "val_curve": val_curve,
-                    "best_value": best_value, "best_step": best_step, "best_state": best_state,
-                    "bad_evals": bad_evals, "seen": seen, "train_time": train_time}, tmp)
+                    "rng": _rng_state(), **st.to_checkpoint()}, tmp)
         os.replace(tmp, resume_path)
 
     def finish(status: str) -> dict[str, Any]:
         with torch.no_grad():  # hand back the best weights: the caller tests those
-            for n, p in zip(names, params):
-                p.copy_(best_state[n])
-        return {"type": "train_end", "status": status, "best_step": best_step,
-                "best_value": None if best_value == -math.inf else best_value, "steps_done": step,
-                "total_steps": total, "losses": losses, "val_curve": val_curve,
-                "samples_per_s": seen / train_time if train_time > 0 else 0.0}
+            for n, p in named.items():
+                p.copy_(st.best_state[n])
+        return {"type": "train_end", "status": status, "best_step": st.best_step,
+                "best_value": None if st.best_value == -math.inf else st.best_value, "steps_done": st.step,
+                "total_steps": total, "losses": st.losses, "val_curve": st.val_curve,
+                "samples_per_s": st.seen / st.train_time if st.train_time > 0 else 0.0}
 
     def run_eval() -> dict[str, Any]:
-        nonlocal best_value, best_step, best_state, bad_evals
         module.eval()
         result = evaluate()
         module.train()
-        value = result["value"]
-        val_curve.append((step, value))
-        if value > best_value:
-            best_value, best_step, bad_evals = value, step, 0
-            best_state = {n: p.detach().clone() for n, p in zip(names, params)}
-        else:
-            bad_evals += 1
-        return {"type": "eval", "step": step, "split": "validation", "value": value,
+        st.record_eval(st.step, result["value"], named)
+        return {"type": "eval", "step": st.step, "split": "validation", "value": result["value"],
                 "loss": result.get("loss")}
 
     module.train()
-    status = "done"
-    start_epoch, skip = divmod(step, per_epoch)
+    start_epoch, skip = divmod(st.step, per_epoch)
     for epoch in range(start_epoch, math.ceil(total / per_epoch)):
         for batch in iterate(train_data, cfg.batch_size, shuffle=True, seed=cfg.seed, epoch=epoch,
                              device=cfg.device, skip=skip if epoch == start_epoch else 0):
-            if step >= total:
+            if st.step >= total:
                 break
             tick = time.perf_counter()
             with autocast(cfg.precision, cfg.device):
                 logits = forward(batch)
             loss = criterion(logits.float(), batch.labels)
             if not torch.isfinite(loss):
-                yield {"type": "log", "message": f"loss is {loss.item()} at step {step + 1}: diverged"}
+                yield {"type": "log", "message": f"loss is {loss.item()} at step {st.step + 1}: diverged"}
                 yield finish("diverged")
                 return
             optimizer.zero_grad(set_to_none=True)
@@ -238,21 +249,21 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                 torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
             scheduler.step()
-            step += 1
-            seen += len(batch.index)
-            train_time += time.perf_counter() - tick
+            st.step += 1
+            st.seen += len(batch.index)
+            st.train_time += time.perf_counter() - tick
             value = float(loss.item())
-            losses.append((step, value))
-            yield {"type": "step", "step": step, "epoch": round(step / per_epoch, 3), "loss": value,
-                   "lr": scheduler.get_last_lr()[0], "samples_per_s": seen / train_time}
-            if step % eval_every == 0 or step == total:
+            st.losses.append((st.step, value))
+            yield {"type": "step", "step": st.step, "epoch": round(st.step / per_epoch, 3), "loss": value,
+                   "lr": scheduler.get_last_lr()[0], "samples_per_s": st.seen / st.train_time}
+            if st.step % eval_every == 0 or st.step == total:
                 yield run_eval()
-                if cfg.patience > 0 and bad_evals >= cfg.patience:
-                    yield {"type": "log", "message": f"early stop at step {step}: no improvement in "
+                if cfg.patience > 0 and st.bad_evals >= cfg.patience:
+                    yield {"type": "log", "message": f"early stop at step {st.step}: no improvement in "
                                                      f"{cfg.patience} evaluations"}
                     yield finish("done")
                     return
-            if resume_path and cfg.checkpoint_every > 0 and step % cfg.checkpoint_every == 0:
+            if resume_path and cfg.checkpoint_every > 0 and st.step % cfg.checkpoint_every == 0:
                 yield from save_resume()
             reason = should_stop()
             if reason:
@@ -260,11 +271,11 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                     yield from save_resume()
                 yield finish(reason)
                 return
-        if step >= total:
+        if st.step >= total:
             break
-    if not val_curve or val_curve[-1][0] != step:
+    if not st.val_curve or st.val_curve[-1][0] != st.step:
         yield run_eval()
-    yield finish(status)
+    yield finish("done")
 
 
 def summarize_losses(losses: list[tuple[int, float]], points: int = 400) -> list[tuple[int, float]]:
