@@ -42,3 +42,15 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A store of the test's own; afterwards nothing may be left `running` with no process behind it."""
+    from labcore.store import Store
+
+    s = Store(tmp_path / "store")
+    yield s
+    s.reap()
+    assert not [r["key"] for r in s.jobs(status="running")]
+    s.close()

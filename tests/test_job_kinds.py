@@ -27,15 +27,6 @@ from toy_jobs import CountSpec, DoubleSpec  # noqa: E402
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "store")
-    yield s
-    s.reap()
-    assert not [r["key"] for r in s.jobs(status="running")]
-    s.close()
-
-
-@pytest.fixture
 def executor(store):
     return LocalExecutor(store, autostart=False)
 

@@ -48,16 +48,6 @@ def tiny_spec(model: str, seed: int = 0, **changes):
 
 
 @pytest.fixture
-def store(tmp_path):
-    s = Store(tmp_path / "store")
-    yield s
-    # Whatever happened, nothing may be left `running` with no process behind it.
-    s.reap()
-    assert not [r["key"] for r in s.runs(status="running")]
-    s.close()
-
-
-@pytest.fixture
 def workers(store, tmp_path) -> Callable[..., subprocess.Popen]:
     """Start `python -m labcore worker …` processes on the test's store; all are killed afterwards."""
     started: list[subprocess.Popen] = []
