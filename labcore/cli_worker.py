@@ -1,4 +1,5 @@
-"""Queue commands of ``python -m labcore``: worker, submit, status, cancel, resume, tail (and sweep --queue).
+"""Queue commands of ``python -m labcore``: worker, submit, status, cancel, resume, tail, store (and sweep
+--queue).
 
 ``labcore.cli`` registers them with :func:`add_commands`; ``submit`` takes the same spec flags as ``run``.
 Every command takes ``--store DIR`` (default ``<TRANSFERLAB_CACHE>/store``) so scripts and tests can
@@ -22,6 +23,11 @@ from labcore.store import ACTIVE, Store, Submission, open_store
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register worker, submit, status, cancel, resume and tail on ``python -m labcore``'s subparsers."""
+    p = subparsers.add_parser("store", help="check the store's database, or repair (and if need be rebuild) it")
+    p.add_argument("action", choices=["check", "repair"])
+    _add_store_argument(p)
+    p.set_defaults(func=cmd_store)
+
     p = subparsers.add_parser("worker", help="run queued specs in this process (or --stop the workers)")
     add_worker_arguments(p)
     p.set_defaults(func=_run_worker)
@@ -182,6 +188,25 @@ def cmd_resume(args: argparse.Namespace) -> int:
     print(f"{key} {submission.status} ({submission.outcome})")
     _worker_hint(executor.store, [submission])
     return 0
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from labcore import paths
+    from labcore.store import repair
+    from labcore.store.errors import REPAIR_HINT
+
+    root = Path(args.store) if args.store else paths.cache_dir() / "store"
+    report = repair.check(root) if args.action == "check" else repair.repair(root)
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    for action in report.actions:
+        print(f"done: {action}")
+    if args.action == "check":
+        print("the store is sound" if report.ok else f"run `{REPAIR_HINT}` to fix it")
+        return 0 if report.ok else 1
+    return 0 if repair.check(root).ok else 1
 
 
 def cmd_tail(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from labcore.resolve import resolve_spec
 from labcore.spec import RunSpec, parse_train_size
 
 StopFn = Callable[[], "str | None"]
+CommitFn = Callable[[Path, Path], None]  # moves a finished temporary file into place
 BEST_WEIGHTS = "best.safetensors"  # a finished run's trainable parameters by name, in its folder
 
 
@@ -157,13 +158,33 @@ class Prepared:
         return protocols.PROTOCOLS[spec.protocol].apply(self.model, params, spec.seed)
 
 
-def save_trained(model, workdir: Path) -> Path:
+def save_trained(model, workdir: Path, commit_file: CommitFn = os.replace) -> Path:
     """Write the trainable parameters of a finished run (what :func:`load_trained` reads back)."""
     from safetensors.torch import save_file
 
     path = workdir / BEST_WEIGHTS
     state = {n: p.detach().float().contiguous().cpu() for n, p in model.named_parameters() if p.requires_grad}
-    save_file(state, str(path))
+    tmp = _tmp_beside(path)
+    try:
+        save_file(state, str(tmp))
+        commit_file(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed or refused write leaves nothing half-written
+    return path
+
+
+def _tmp_beside(path: Path) -> Path:
+    """A temporary name next to ``path`` that no other process writes (its pid is in it)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+
+def write_text_file(path: Path, text: str, commit_file: CommitFn = os.replace) -> Path:
+    tmp = _tmp_beside(path)
+    try:
+        tmp.write_text(text)
+        commit_file(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -340,7 +361,8 @@ def _features_target(fit: _Fit) -> None:
     fit.train_data = feats["train"]
 
 
-def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool) -> Iterator[dict[str, Any]]:
+def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool,
+           commit_file: CommitFn) -> Iterator[dict[str, Any]]:
     """The training loop's events (evaluations tagged with the metric); returns its ``train_end`` event."""
     from labcore.train import train
 
@@ -352,7 +374,7 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
 
     end: dict[str, Any] = {}
     for event in train(fit.trained_module, fit.forward, fit.train_data, fit.cfg, evaluate=evaluate,
-                       workdir=workdir, should_stop=should_stop, resume=resume):
+                       workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file):
         if event["type"] == "train_end":
             end = event
         else:
@@ -363,7 +385,7 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
 
 
 def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path | None,
-            started: float) -> RunRecord:
+            started: float, commit_file: CommitFn) -> RunRecord:
     """Measure the best checkpoint on validation and test, save it, and write the run's record."""
     from labcore import metrics
     from labcore.train import steps_to_converge, summarize_losses
@@ -375,9 +397,9 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
     if info.output_kind == "class":
         baseline["majority"] = float(metrics.majority_baseline(splits["train"].labels, splits["test"].labels))
     if workdir is not None:
-        save_trained(prepared.model, workdir)
+        save_trained(prepared.model, workdir, commit_file)
         if prepared.mapping is not None:  # the exact table this run used, for the mapping page
-            (workdir / "mapping.json").write_text(prepared.mapping.to_json())
+            write_text_file(workdir / "mapping.json", prepared.mapping.to_json(), commit_file)
     return RunRecord(
         key=resolved.key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
         validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],
@@ -393,9 +415,9 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
              resume: bool = False, checkpoint_every: int = 0, device: str | None = None,
-             threads: int | None = None) -> Iterator[dict[str, Any]]:
+             threads: int | None = None, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
     """Run one spec: prepare -> protocol -> fit -> evaluate -> record. Yields events; the last is
-    ``{"type": "result", "record": RunRecord dict}``."""
+    ``{"type": "result", "record": RunRecord dict}``. Files go into place through ``commit_file``."""
     import torch
     import transformers
 
@@ -412,8 +434,8 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     yield {"type": "start", "key": resolved.key, "total_steps": fit.cfg.total_steps(len(fit.train_data)),
            "params_total": fit.params_total, "params_trainable": fit.params_trainable, "device": device,
            "precision": fit.precision, "train_examples": len(fit.train_data)}
-    end = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume)
-    record = _record(fit, resolved, end, workdir=workdir, started=started)
+    end = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file)
+    record = _record(fit, resolved, end, workdir=workdir, started=started, commit_file=commit_file)
     yield {"type": "result", "record": record.to_dict()}
 
 

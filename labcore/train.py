@@ -27,6 +27,7 @@ import torch
 from labcore.encode import Batch, Encoded, iterate
 from labcore.spec import TrainParams
 
+CommitFn = Callable[[Path, Path], None]
 StopFn = Callable[[], "str | None"]
 ForwardFn = Callable[[Batch], torch.Tensor]
 EvaluateFn = Callable[[], dict[str, float]]  # -> {"value": metric, "loss": loss}
@@ -172,8 +173,11 @@ class LoopState:
 
 def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig, *,
           evaluate: EvaluateFn, workdir: Path | None = None, should_stop: StopFn = lambda: None,
-          resume: bool = False) -> Iterator[dict[str, Any]]:
-    """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch."""
+          resume: bool = False, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
+    """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch.
+
+    ``commit_file(tmp, final)`` moves a written checkpoint into place (a worker's refuses once its
+    attempt was superseded, and the loop then ends by that error)."""
     torch.manual_seed(cfg.seed)
     named = {n: p for n, p in module.named_parameters() if p.requires_grad}
     params = list(named.values())
@@ -189,7 +193,8 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
     st = LoopState(best_state={n: p.detach().clone() for n, p in named.items()})
     resume_path = workdir / "resume.pt" if workdir else None
     if resume and resume_path and resume_path.is_file():
-        state = torch.load(resume_path, weights_only=False)  # our own file, written below
+        # weights_only: tensors and plain containers only, so a checkpoint file can never run code.
+        state = torch.load(resume_path, weights_only=True)
         with torch.no_grad():
             for n, p in named.items():
                 p.copy_(state["params"][n])
@@ -205,11 +210,14 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
         # up to this one by the time the checkpoint exists, so a resumed run's stream never has a gap. A
         # kill in between leaves the previous checkpoint, and the stream doubles back, which readers drop.
         yield {"type": "checkpoint", "step": st.step, "path": str(resume_path)}
-        tmp = resume_path.with_suffix(".tmp")
-        torch.save({"params": {n: p.detach().clone() for n, p in named.items()},
-                    "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                    "rng": _rng_state(), **st.to_checkpoint()}, tmp)
-        os.replace(tmp, resume_path)
+        tmp = resume_path.with_name(f".{resume_path.name}.{os.getpid()}.tmp")  # one per writer: never shared
+        try:
+            torch.save({"params": {n: p.detach().clone() for n, p in named.items()},
+                        "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                        "rng": _rng_state(), **st.to_checkpoint()}, tmp)
+            commit_file(tmp, resume_path)
+        finally:
+            tmp.unlink(missing_ok=True)  # a failed or refused write leaves nothing half-written
 
     def finish(status: str) -> dict[str, Any]:
         with torch.no_grad():  # hand back the best weights: the caller tests those

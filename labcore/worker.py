@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -38,14 +39,21 @@ from labcore import jobs
 from labcore.errors import LabError
 from labcore.jobs import JobContext, JobInput
 from labcore.pool import add_worker_arguments, start_worker, stop_workers, supervise
-from labcore.store import HOST, Claim, Store, StoreSettings, open_store
+from labcore.store import HOST, Claim, Fenced, Store, StoreSettings, health, open_store
 
 class EventSink:
-    """Buffers one run's events and writes them to the store in chunks, from any thread."""
+    """Buffers one job's events and writes them to the store in chunks, from any thread.
 
-    def __init__(self, store: Store, key: str, settings: StoreSettings) -> None:
+    Every chunk carries the attempt it belongs to; once the store refuses one (the job was resumed
+    elsewhere), the sink is ``fenced`` and drops whatever else comes.
+    """
+
+    def __init__(self, store: Store, key: str, settings: StoreSettings, attempt: int | None = None) -> None:
         self.store = store
         self.key = key
+        self.attempt = attempt
+        self.fenced = False
+        self.write_error = ""  # why the store refused to take events (a full disk): the job must stop
         self.settings = settings
         self._lock = threading.Lock()
         self._buffer: list[dict[str, Any]] = []
@@ -89,7 +97,18 @@ class EventSink:
             if not self._buffer:
                 return
             events, self._buffer = self._buffer, []
-            self.store.append_events(self.key, events)
+            if self.fenced:
+                return
+            try:
+                self.store.append_events(self.key, events, attempt=self.attempt)
+            except Fenced:
+                self.fenced = True
+                return
+            except (OSError, sqlite3.OperationalError) as exc:
+                if not health.is_disk_full(exc):
+                    raise
+                self.write_error = health.disk_full_message(self.store.root)
+                return
             self._last_flush = time.time()
             if self.first_event_at is None:
                 self.first_event_at = self._last_flush
@@ -207,8 +226,8 @@ class Worker:
             return
         claim, sink = current
         self.store.worker_heartbeat(self.pid, state="running", run=claim.key)
-        if not self.store.heartbeat(claim.key, claim.attempt, pid=self.pid, step=sink.step,
-                                    total_steps=sink.total_steps, loss=sink.loss):
+        if sink.fenced or not self.store.heartbeat(claim.key, claim.attempt, pid=self.pid, step=sink.step,
+                                                   total_steps=sink.total_steps, loss=sink.loss):
             self._lost = True
         sink.flush_if_due()
 
@@ -229,14 +248,14 @@ class Worker:
             while self.stop_reason is None:
                 now = time.time()
                 if now - last_reap >= self.settings.reap_every_s:
-                    self.store.reap()
+                    self._quietly(self.store.reap)
                     last_reap = now
                 seq = self.store.queue_seq()
                 # Only take the lock when something was pushed since the queue was last seen empty
                 # (and now and then anyway, as a safety net).
                 if seq != empty_seq or now - last_full_claim >= self.settings.full_claim_every_s:
                     last_full_claim = now
-                    claim = self.store.claim(self.pid)
+                    claim = self._quietly(self.store.claim, self.pid)
                     if claim is not None:
                         self.run_claim(claim)
                         handled += 1
@@ -253,6 +272,17 @@ class Worker:
             self.store.unregister_worker(self.pid)
             print(f"worker {self.pid}: stopped after {handled} job(s)", flush=True)
         return handled
+
+    def _quietly(self, call, *args: Any) -> Any:
+        """A store call of the idle loop; a full disk is waited out (the worker stays), not a crash."""
+        try:
+            return call(*args)
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not health.is_disk_full(exc):
+                raise
+            print(f"worker {self.pid}: {health.disk_full_message(self.store.root)}", file=sys.stderr, flush=True)
+            self._wake.wait(self.settings.reap_every_s)
+            return None
 
     def _load_kinds(self) -> None:
         """Import the job kinds (those named in TRANSFERLAB_JOB_MODULES too) and warm each one up (torch,
@@ -288,7 +318,8 @@ class Worker:
     def _should_stop(self, claim: Claim) -> str | None:
         if self.store.cancel_requested(claim.key, claim.attempt):
             return "cancelled"
-        if self.stop_reason or self._lost:
+        current = self._current
+        if self.stop_reason or self._lost or (current is not None and (current[1].fenced or current[1].write_error)):
             return "interrupted"
         return None
 
@@ -296,18 +327,23 @@ class Worker:
         inputs = {key: JobInput(record=self.store.record(key), workdir=self.store.workdir(key))
                   for key in claim.requires}
         return JobContext(workdir=claim.workdir, should_stop=lambda: self._should_stop(claim), resume=claim.resume,
-                          checkpoint_every=self.checkpoint_every, threads=self._threads(), inputs=inputs)
+                          checkpoint_every=self.checkpoint_every, threads=self._threads(), inputs=inputs,
+                          commit_file=lambda tmp, final: self.store.commit_file(claim.key, claim.attempt, tmp, final))
 
     def _events(self, claim: Claim):
         if self.load_error:
             raise RuntimeError(f"the job kinds could not be imported:\n{self.load_error}")
         kind = jobs.get_kind(claim.kind)
         claim.workdir.mkdir(parents=True, exist_ok=True)
+        if health.free_mb(claim.workdir) < self.settings.min_free_mb:
+            # Checkpoints and weights need room; failing now beats failing at the first checkpoint.
+            raise LabError(health.disk_full_message(self.store.root)
+                           + f" (a job starts with at least {self.settings.min_free_mb:g} MB free)")
         return kind, kind.handler(kind.from_dict(claim.spec), self._context(claim))
 
     def run_claim(self, claim: Claim) -> str:
         """Run one claimed job to its end; returns the status recorded."""
-        sink = EventSink(self.store, claim.key, self.settings)
+        sink = EventSink(self.store, claim.key, self.settings, attempt=claim.attempt)
         self._current = (claim, sink)
         self._lost = False
         status, result, error, trace = "failed", None, "", ""
@@ -328,25 +364,55 @@ class Worker:
                             break
                     if result is None and status not in ("cancelled", "interrupted"):
                         error = "the job stopped without a result; its log may say why"
+                except Fenced:
+                    self._lost = True  # resumed elsewhere: the other attempt owns the job and its files
                 except LabError as exc:
                     error = str(exc)
                     sink.log(error, "error")
                 except Exception as exc:
-                    trace = traceback.format_exc()
-                    error = f"{type(exc).__name__}: {exc} (the traceback is in the run's log)"
-                    sink.log(trace, "traceback")
+                    if health.is_disk_full(exc):
+                        status, error = "failed", health.disk_full_message(self.store.root)
+                        sink.log(error, "error")
+                    else:
+                        trace = traceback.format_exc()
+                        error = f"{type(exc).__name__}: {exc} (the traceback is in the run's log)"
+                        sink.log(trace, "traceback")
+                if sink.write_error:
+                    status, error = "failed", sink.write_error
+                error = error or (result or {}).get("error", "")  # e.g. where and why a run diverged
         finally:
             if status not in ("done", "diverged", "cancelled", "interrupted", "failed"):
                 error = error or f"the job reported an unknown status {status!r}"
                 status = "failed"
             metrics = (result or {}).get("metrics")
+            health.remove_partial_files(claim.workdir)  # what a failed or refused write left behind
+            if error.startswith(health.DISK_FULL):
+                health.release_reserve(self.store.root)  # room for SQLite to record why
             sink.add({"type": "result", "status": status, "metrics": metrics, "error": error})
             sink.flush()
-            if not self._lost:
-                self.store.finish(claim.key, claim.attempt, status, result=result, error=error, traceback=trace)
+            lost = self._lost or sink.fenced
+            if not lost:
+                self._finish(claim, status, result=result, error=error, traceback=trace)
             self._current = None
+            health.keep_reserve(self.store.root)  # back once there is room again
+        if lost:
+            # Quietly: the job's stream and record belong to the attempt that superseded this one.
+            print(f"worker {self.pid}: {claim.kind} {claim.key} attempt {claim.attempt} was resumed elsewhere; "
+                  f"stopped without writing anything more", flush=True)
+            return "fenced"
         print(f"worker {self.pid}: {claim.kind} {claim.key} {status}" + (f" ({error})" if error else ""), flush=True)
         return status
+
+
+    def _finish(self, claim: Claim, status: str, **outcome: Any) -> None:
+        """Record how the job ended; a full disk must not take the worker down with it."""
+        try:
+            self.store.finish(claim.key, claim.attempt, status, **outcome)
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not health.is_disk_full(exc):
+                raise
+            print(f"worker {self.pid}: could not record {claim.key} {status}: "
+                  f"{health.disk_full_message(self.store.root)}", file=sys.stderr, flush=True)
 
 
 # ------------------------------------------------------------------------------------------ command line

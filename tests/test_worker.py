@@ -168,6 +168,40 @@ def test_a_frozen_worker_looks_dead_and_comes_back_when_it_thaws(store, workers,
     reader.close()
 
 
+def test_a_stalled_worker_is_fenced_out_once_its_run_is_resumed_elsewhere(store, workers, tiny_model, tmp_path):
+    # The sequence that corrupted runs: a worker stalls (SIGSTOP), its run is seen dead and resumed by a
+    # second worker, then the first one wakes (SIGCONT). Its buffered steps, its checkpoint and its
+    # "interrupted" must all be refused: the resumed attempt's curve stays whole.
+    total = 2000
+    reader = Store(store.root, StoreSettings(stale_after_s=2.0))
+    first = workers("--checkpoint-every", "20")
+    key = submit(store, tiny_spec(tiny_model, max_steps=total)).key
+    wait_for("a checkpoint", lambda: any(e["type"] == "checkpoint" and e["step"] >= 40
+                                         for e in store.events(key)), store=store)
+    os.killpg(first.pid, signal.SIGSTOP)
+    try:
+        wait_for("the run to look dead", lambda: reader.get(key)["status"] == "dead", 30, store)
+        assert reader.resume(key).outcome == "resumed"
+        workers("--checkpoint-every", "20")
+        wait_for("the second attempt to train",
+                 lambda: store.get(key)["attempt"] == 2 and store.status(key).step >= 200, 120, store)
+    finally:
+        os.killpg(first.pid, signal.SIGCONT)
+    wait_for("the run to end", lambda: store.get(key)["status"] not in ACTIVE, 300, store)
+    record = store.get(key)
+    assert (record["status"], record["attempt"]) == ("done", 2), store.log(key)
+    events = store.events(key)
+    marker = next(i for i, e in enumerate(events) if e["type"] == "attempt" and e["attempt"] == 2)
+    after = events[marker:]
+    assert [e["status"] for e in after if e["type"] == "result"] == ["done"]  # no "interrupted" from the first
+    loss_curve = curves_from_events(events)["train_loss"]
+    assert [s for s, _ in loss_curve] == list(range(1, total + 1))  # every point, in order
+    wait_for("the first worker to say why it stopped", lambda: "resumed elsewhere" in
+             (tmp_path / "worker-0.log").read_text(), 60, store)
+    assert "Traceback" not in (tmp_path / "worker-0.log").read_text()
+    reader.close()
+
+
 def test_sigterm_checkpoints_records_interrupted_and_exits(store, workers, tiny_model):
     worker = workers()
     key = submit(store, tiny_spec(tiny_model, max_steps=100_000)).key

@@ -70,8 +70,8 @@ def attention_path(workdir: Path | str, split: str = "test", index: int = 0) -> 
     return Path(workdir) / f"attention-{split}-{int(index)}.npz"
 
 
-def save_attention(path: Path | str, result: AttentionMaps) -> Path:
-    """Write atomically (temporary file, then rename): a reader never sees half a file."""
+def save_attention(path: Path | str, result: AttentionMaps, commit_file=os.replace) -> Path:
+    """Write atomically (temporary file, then ``commit_file`` renames it): a reader never sees half a file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays: dict[str, np.ndarray] = {f"maps_{name}": np.asarray(m, dtype=np.float32) for name, m in result.maps.items()}
@@ -84,7 +84,7 @@ def save_attention(path: Path | str, result: AttentionMaps) -> Path:
     try:
         with os.fdopen(handle, "wb") as out:
             np.savez_compressed(out, **arrays)
-        os.replace(tmp, path)
+        commit_file(Path(tmp), path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)

@@ -40,7 +40,7 @@ def attention_maps(spec: AttentionSpec, ctx: JobContext) -> Iterator[Event]:
     yield {"type": "log", "message": f"attention maps of {spec.split} example {spec.index} under the pretrained, "
                                      f"random and fine-tuned weights"}
     maps = compute_attention(source.record, source.workdir, spec.split, spec.index)
-    save_attention(ctx.workdir / RESULT_FILE, maps)
+    save_attention(ctx.workdir / RESULT_FILE, maps, commit_file=ctx.commit_file)
     yield {"type": "result", "status": "done",
            "record": {"file": RESULT_FILE, "layers": maps.layers, "heads": maps.heads,
                       "label": maps.meta.get("label"), "prediction": maps.meta.get("prediction")}}

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -39,6 +40,10 @@ class JobContext:
     checkpoint_every: int = 0  # steps between checkpoints, for kinds that keep them
     threads: int | None = None  # torch threads for this job (None: the handler's own choice)
     inputs: dict[str, JobInput] = field(default_factory=dict)  # required key -> its finished job
+    # Move a finished temporary file into place. A worker's version refuses (raising
+    # labcore.store.Fenced) once this attempt was superseded, so a stalled worker never overwrites the
+    # checkpoint or the artifacts of the attempt that resumed the job.
+    commit_file: Callable[[Path, Path], None] = os.replace
 
 
 def _default_encode(spec: Any) -> dict[str, Any]:

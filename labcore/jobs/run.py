@@ -17,7 +17,7 @@ def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
     from labcore.run import iter_run
 
     yield from iter_run(spec, workdir=ctx.workdir, should_stop=ctx.should_stop, resume=ctx.resume,
-                        checkpoint_every=ctx.checkpoint_every, threads=ctx.threads)
+                        checkpoint_every=ctx.checkpoint_every, threads=ctx.threads, commit_file=ctx.commit_file)
 
 
 def _warm_up() -> None:

@@ -17,11 +17,12 @@ Files a job writes live in ``<store>/runs/<key>/`` (:mod:`.artifacts`).
 """
 
 from labcore.store.core import Claim, JobStatus, NewJob, RunStatus, Store, Submission, open_store
+from labcore.store.errors import Fenced, StoreDamaged
 from labcore.store.liveness import HOST, process_state
 from labcore.store.settings import (ACTIVE, DISKCACHE_SETTINGS, FINISHED, PRIORITIES, STATUSES, STOPPED,
                                     TERMINAL, StoreSettings)
 
 __all__ = [
-    "ACTIVE", "Claim", "DISKCACHE_SETTINGS", "FINISHED", "HOST", "JobStatus", "NewJob", "PRIORITIES", "RunStatus",
-    "STATUSES", "STOPPED", "Store", "StoreSettings", "Submission", "TERMINAL", "open_store", "process_state",
+    "ACTIVE", "Claim", "DISKCACHE_SETTINGS", "FINISHED", "Fenced", "HOST", "JobStatus", "NewJob", "PRIORITIES", "RunStatus",
+    "STATUSES", "STOPPED", "Store", "StoreDamaged", "StoreSettings", "Submission", "TERMINAL", "open_store", "process_state",
 ]

@@ -17,17 +17,17 @@ This package imports no torch and nothing of the engine: the pages import it.
 from __future__ import annotations
 
 import os
+import sqlite3
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-import diskcache
-
 from labcore import paths
 from labcore.errors import LabError
-from labcore.store import migrate
+from labcore.store import health, migrate
 from labcore.store.artifacts import Artifacts
+from labcore.store.errors import Fenced, UnsafeValue
 from labcore.store.liveness import HOST, why_dead
 from labcore.store.queue import JobQueue
 from labcore.store.settings import (ACTIVE, DISKCACHE_SETTINGS, FINISHED, PRIORITIES, STOPPED, TERMINAL,
@@ -110,6 +110,8 @@ class JobStatus:
 RunStatus = JobStatus  # the name the pages and the CLI grew up with
 
 
+
+
 def _now() -> float:
     return time.time()
 
@@ -126,14 +128,23 @@ class Store:
         self.settings = settings
         self.runs_dir = self.root / "runs"
         self.logs_dir = self.root / "logs"
-        self.cache = diskcache.Cache(str(self.root / "db"), timeout=settings.sqlite_timeout_s,
-                                     **DISKCACHE_SETTINGS)
+        self.cache = health.open_cache(self.root, settings.sqlite_timeout_s, DISKCACHE_SETTINGS)
         self.table = JobTable(self.cache)
         self.queue = JobQueue(self.cache)
         self.streams = EventStreams(self.cache)
         self.worker_registry = WorkerRegistry(self.cache, settings)
         self.files = Artifacts(self.runs_dir)
-        migrate.upgrade(self.cache)
+        try:
+            blank = health.is_blank(self.cache)
+            migrate.upgrade(self.cache)
+            if blank:
+                # A new database beside job folders (a lost or 0-byte cache.db): the folders hold every
+                # finished record, so the lab comes back instead of looking empty.
+                health.rebuild(self)
+        except (sqlite3.DatabaseError, UnsafeValue) as exc:
+            self.cache.close()
+            raise health.damaged(self.root, exc) from None
+        health.keep_reserve(self.root)
 
     def close(self) -> None:
         self.cache.close()
@@ -305,6 +316,8 @@ class Store:
     def status(self, key: str) -> JobStatus:
         record = self.record(key)
         beat = self.cache.get(f"hb/{key}") if record["status"] == "running" else None
+        if beat and beat.get("attempt", record.get("attempt")) != record.get("attempt"):
+            beat = None  # a superseded attempt's last beat: not this attempt's progress
         result = record.get("result") or {}
         step = total = 0
         loss = None
@@ -338,6 +351,16 @@ class Store:
         return self._mark_dead(record["key"]) if self._why_dead(record) else record
 
     def _mark_dead(self, key: str) -> dict[str, Any]:
+        try:
+            return self._write_dead(key)
+        except (OSError, sqlite3.OperationalError) as exc:
+            if not health.is_disk_full(exc):
+                raise
+            # Readers must still open while the disk is full: say it here, write it when there is room.
+            record = self.table.get(key)
+            return dict(record, status="dead", error=health.disk_full_message(self.root))
+
+    def _write_dead(self, key: str) -> dict[str, Any]:
         with self._txn():
             record = self.table.get(key)
             # Re-check under the lock: the worker may have finished or heartbeated in between.
@@ -430,13 +453,43 @@ class Store:
             self.cache.delete(f"hb/{key}")
             self.cache.delete(f"cancel/{key}")
             self.table.running.remove(key)
+        self._keep_record(record)
         return True
 
+    def _keep_record(self, record: dict[str, Any]) -> None:
+        """A finished job's record beside its files too (what a rebuild reads); the database stays the
+        source of truth, so a failed copy (a full disk) is not an error of the job."""
+        if record["status"] in FINISHED:
+            try:
+                self.files.write_record(record)
+            except OSError:
+                pass
+
+    # --------------------------------------------------------------------------------------- fencing
+    def _holds(self, key: str, attempt: int) -> bool:
+        """Inside a transaction: does ``attempt`` still hold the job? (The fencing token: a claim
+        increments it, so a stalled worker that comes back after a resume elsewhere holds nothing.)"""
+        record = self.table.get(key)
+        return record is not None and record.get("attempt") == attempt and record["status"] in ("running", "dead")
+
+    def commit_file(self, key: str, attempt: int, tmp: Path, final: Path) -> None:
+        """Move a job's finished file into place, only while ``attempt`` holds the job (under the store's
+        lock, so no claim can slip in between). A superseded attempt's file is deleted: :class:`Fenced`."""
+        with self._txn():
+            if self._holds(key, attempt):
+                os.replace(tmp, final)
+                return
+        tmp.unlink(missing_ok=True)
+        raise Fenced(f"attempt {attempt} of {key} no longer holds it; {final.name} was not written")
+
     # ------------------------------------------------------------------------------------ streams
-    def append_events(self, key: str, events: list[dict[str, Any]]) -> None:
-        """Append events to a job's stream as one chunk (the worker batches them)."""
+    def append_events(self, key: str, events: list[dict[str, Any]], *, attempt: int | None = None) -> None:
+        """Append events to a job's stream as one chunk (the worker batches them). With ``attempt`` (a
+        worker's writes) the chunk is refused with :class:`Fenced` once that attempt was superseded."""
         if events:
             with self._txn():
+                if attempt is not None and not self._holds(key, attempt):
+                    raise Fenced(f"attempt {attempt} of {key} no longer holds it; its events are dropped")
                 self.streams.append(key, list(events))
 
     def read_events(self, key: str, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
@@ -491,8 +544,10 @@ class Store:
                               "started_at": now, "groups": []}
             if record is None:
                 self.table.all.add(result.key)
-            self.table.put(dict(base, status=result.status, result=result.to_dict(), error=result.error,
-                                finished_at=now, resume=False))
+            record = dict(base, status=result.status, result=result.to_dict(), error=result.error,
+                          finished_at=now, resume=False)
+            self.table.put(record)
+        self._keep_record(record)
 
     # ---------------------------------------------------------------------------------- job folders
     def workdir(self, key: str) -> Path:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,6 +33,8 @@ class StoreSettings:
     sqlite_timeout_s: float = 60.0  # how long a writer waits for the lock before diskcache.Timeout
     stop_timeout_s: float = 30.0  # how long `worker --stop` lets a run checkpoint before SIGKILL
     capture_join_s: float = 2.0  # how long a finished job waits for its output pumps to drain
+    # A job starts only with this much free disk beside the store (its checkpoints and weights need room).
+    min_free_mb: float = float(os.environ.get("TRANSFERLAB_MIN_FREE_MB", "64"))
 
 
 # diskcache settings (see diskcache.core.DEFAULT_SETTINGS). Records and streams are results, not a

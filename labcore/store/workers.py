@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 import time
 from typing import Any
 
@@ -51,7 +52,10 @@ class WorkerRegistry:
             info = self.cache.get(f"worker/{pid}")
             alive = info is not None and self.alive(info)
             if not alive:
-                self.unregister(pid)
+                try:
+                    self.unregister(pid)
+                except (OSError, sqlite3.OperationalError):
+                    pass  # a full disk: tidy up on a later read
             if info is not None and (alive or not alive_only):
                 out.append(dict(info, alive=alive))
         return out
