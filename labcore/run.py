@@ -116,8 +116,13 @@ class Prepared:
             max_length = TEXT_MAX_LENGTH
         else:
             max_length = info.max_length + specials
-        if binfo.max_positions:
-            max_length = min(max_length, binfo.max_positions)
+        if binfo.max_positions and max_length > binfo.max_positions:  # not known when the spec was resolved
+            self.notes.append(f"inputs cut to the model's {binfo.max_positions:,} positions (max_length "
+                              f"{max_length:,} asked for more)")
+            max_length = binfo.max_positions
+        elif spec.max_length and spec.max_length == binfo.max_positions:
+            self.notes.append(f"max_length {max_length:,} is the model's limit ({binfo.max_positions:,} positions): "
+                              f"a longer max_length resolves to it")
         self.max_length = max_length
 
         encode_kwargs = dict(adapter=spec.input_adapter, max_length=max_length, mapping=self.mapping,

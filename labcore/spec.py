@@ -355,8 +355,11 @@ def _check_numbers(spec: RunSpec) -> None:
                        f"[CLS], [SEP] and {MIN_MAX_LENGTH - 2} symbols), got {spec.max_length}")
 
 
-def resolve(spec: RunSpec, input_kind: str) -> RunSpec:
+def resolve(spec: RunSpec, input_kind: str, *, max_positions: int | None = None) -> RunSpec:
     """Fill every `auto`/None field that the discipline decides, so the key names what will run.
+
+    `max_positions` is the model's longest input where it is known: a longer `max_length` is cut to it, so
+    the key names the length that runs.
 
     `input_kind` is the discipline's ("tokens" | "vectors" | "text"). Fields that do not apply (a
     mapping for vector inputs) are normalised, so two specs differing only in an unused field share a
@@ -379,6 +382,8 @@ def resolve(spec: RunSpec, input_kind: str) -> RunSpec:
     if input_kind == "text" and adapter == "embedding":
         raise LabError("text is tokenised by the model's tokenizer: use the vocab input adapter")
     changes["input_adapter"] = adapter
+    if max_positions and spec.max_length > max_positions:
+        changes["max_length"] = max_positions
     mapping = spec.mapping
     if adapter != "vocab":
         mapping = "none"

@@ -117,3 +117,14 @@ def test_resolve_spec_needs_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
     assert resolve_spec(make_spec(discipline="bits-xor")).input_adapter == "linear"
+
+
+DIVERGING = dict(model="tiny:bert", discipline="bits-xor", precision="fp32", lr=1e3,
+                 discipline_params={"n_train": 64, "n_validation": 32, "n_test": 32})
+
+
+def test_a_max_length_beyond_the_model_runs_at_the_model_s_positions_and_says_so():
+    record = run(make_spec(**{**DIVERGING, "lr": 1e-3, "max_steps": 2, "max_length": 100000}))
+    assert record.status == "done" and record.spec["max_length"] == 64
+    assert record.key == resolve_spec(make_spec(**{**DIVERGING, "lr": 1e-3, "max_steps": 2, "max_length": 64})).key
+    assert any("the model's limit (64 positions)" in note for note in record.notes), record.notes

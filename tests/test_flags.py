@@ -97,3 +97,35 @@ def test_submit_refuses_an_unknown_protocol_and_queues_nothing(tmp_path):
         assert opened.jobs() == []
     finally:
         opened.close()
+
+
+def test_a_max_length_beyond_a_local_models_positions_keys_as_the_model_s_limit(tmp_path):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"model_type": "roberta", "max_position_embeddings": 130,
+                                                    "pad_token_id": 1}))
+    code = f"""
+import sys
+from labcore.resolve import resolve_spec
+from labcore.spec import make_spec
+spec = dict(model="local:{folder}", discipline="bits-xor")
+long = resolve_spec(make_spec(**spec, max_length=100000))
+exact = resolve_spec(make_spec(**spec, max_length=128))
+assert long.max_length == 128 and long.key == exact.key, (long.max_length,)
+assert resolve_spec(long) == long  # resolving twice changes nothing
+assert resolve_spec(make_spec(**spec, max_length=100)).max_length == 100
+assert resolve_spec(make_spec(**spec)).max_length == 0  # the discipline's own length stays 0
+assert "torch" not in sys.modules
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_positions_are_read_from_config_json_as_the_loaded_model_states_them():
+    from labcore.models.backbones import positions_of
+
+    assert positions_of({"model_type": "bert", "max_position_embeddings": 512}) == 512
+    assert positions_of({"model_type": "roberta", "max_position_embeddings": 514, "pad_token_id": 1}) == 512
+    assert positions_of({"model_type": "gpt2", "n_positions": 1024}) == 1024
+    assert positions_of({"model_type": "llama", "max_position_embeddings": 8192}) is None
+    assert positions_of({"model_type": "other"}) is None
