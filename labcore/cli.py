@@ -129,8 +129,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(record.to_json())
     else:
-        print(f"{record.status}: test {record.metric} {record.test_value:.4f} "
-              f"(majority {record.baseline.get('majority', float('nan')):.4f}) in {record.wall_time_s:.1f} s")
+        if record.test_value is None:
+            outcome = f"no test {record.metric}: it stopped before its first validation (untrained weights)"
+        else:
+            outcome = (f"test {record.metric} {record.test_value:.4f} "
+                       f"(majority {record.baseline.get('majority', float('nan')):.4f})")
+        print(f"{record.status}: {outcome} in {record.wall_time_s:.1f} s")
+        if record.error:
+            print(f"  {record.error}")
     return 0
 
 

@@ -393,7 +393,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
-        notes=fit.notes)
+        notes=fit.notes, error=end.get("error", ""))
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
