@@ -481,6 +481,16 @@ def backbone_info(name: str, model: nn.Module, tokenizer: Any = None, *, descrip
     )
 
 
+def _damaged_weights(error: Exception) -> bool:
+    """Whether loading failed on the weight files themselves: shapes that contradict config.json (RuntimeError),
+    a truncated safetensors file (SafetensorError) or a truncated pickle (EOFError, UnpicklingError)."""
+    import pickle
+
+    from safetensors import SafetensorError
+
+    return isinstance(error, (RuntimeError, SafetensorError, EOFError, pickle.UnpicklingError))
+
+
 def load_backbone(name: str, init: str = "pretrained", *, seed: int = 0,
                   attn_implementation: str = "sdpa") -> tuple[nn.Module, Any, BackboneInfo]:
     """Load ``(base_model, tokenizer, info)``: the transformers base model without task head, fp32, eval mode.
@@ -518,6 +528,16 @@ def load_backbone(name: str, init: str = "pretrained", *, seed: int = 0,
             raise
         raise LabError(f"backbone {name!r} could not be loaded ({str(error).splitlines()[0]}); the lab "
                        f"loads transformers models of the families {', '.join(LAYOUTS.names())}") from None
+    except Exception as error:
+        if not _damaged_weights(error):
+            raise
+        where = name[len("local:"):] if name.startswith("local:") else name
+        what = ("its config.json does not describe the model its weights hold (tensor shapes differ)"
+                if isinstance(error, RuntimeError) and "mismatch" in str(error)
+                else "a weight file is truncated or damaged")
+        raise LabError(f"backbone {name!r}: the weights in {where} do not load: {what} "
+                       f"({str(error).splitlines()[0][:200]}); save the model again into the folder with "
+                       f"save_pretrained (config and weights together), or copy the folder again in full") from None
     model.eval()
     info = backbone_info(name, model, tokenizer, description=source.description, licence=source.licence,
                          init=init)
