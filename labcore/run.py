@@ -105,7 +105,8 @@ class Prepared:
             mspec = mapping_lib.MappingSpec(kind=spec.mapping, k=spec.mapping_k, seed=spec.mapping_seed,
                                             table=spec.mapping_table)
             alphabet = None if info.input_kind == "text" else info.alphabet
-            self.mapping = mapping_lib.build_mapping(mspec, alphabet, vocab)
+            self.mapping = mapping_lib.build_mapping(mspec, alphabet, vocab,
+                                                     special_fix=mapping_lib.RUN_SPECIAL_FIX)
 
         specials = 0
         if spec.input_adapter == "vocab" and info.input_kind == "tokens":
