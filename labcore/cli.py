@@ -114,10 +114,12 @@ def _print_event(event: dict[str, Any]) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from labcore.jobs.run import resolve_run
     from labcore.record import RunRecord
     from labcore.run import iter_run
 
     spec = spec_from_args(args)
+    resolve_run(spec)  # every check that needs no data or model, before either loads
     record = None
     for event in iter_run(spec):
         _print_event(event)
@@ -127,8 +129,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.json:
         print(record.to_json())
     else:
-        print(f"{record.status}: test {record.metric} {record.test_value:.4f} "
-              f"(majority {record.baseline.get('majority', float('nan')):.4f}) in {record.wall_time_s:.1f} s")
+        if record.test_value is None:
+            outcome = f"no test {record.metric}: it stopped before its first validation (untrained weights)"
+        else:
+            outcome = (f"test {record.metric} {record.test_value:.4f} "
+                       f"(majority {record.baseline.get('majority', float('nan')):.4f})")
+        print(f"{record.status}: {outcome} in {record.wall_time_s:.1f} s")
+        if record.error:
+            print(f"  {record.error}")
     return 0
 
 
@@ -138,8 +146,11 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     specs = specs_from_sweep_args(args)
     if getattr(args, "queue", False):
         return cli_worker.queue_sweep(specs, args)
+    from labcore.jobs.run import resolve_run
     from labcore.sweep import run_sweep
 
+    for spec in specs:  # every check that needs no data or model, before the first run loads either
+        resolve_run(spec)
     records = run_sweep(specs, progress=lambda m: print(m, file=sys.stderr), on_event=_print_event)
     table = sweep_table(records)
     if args.csv:

@@ -10,7 +10,7 @@ import json
 from typing import Any, Sequence
 
 from labcore.errors import LabError
-from labcore.spec import RunSpec, make_spec
+from labcore.spec import COUNT_LIMIT, COUNTS, TABLE_FORM, RunSpec, make_spec
 
 _SPEC_FIELDS = [f for f in dataclasses.fields(RunSpec)
                 if f.name not in ("discipline_params", "protocol_params", "mapping_table")]
@@ -32,7 +32,11 @@ def _convert(name: str, text: str) -> Any:
         if isinstance(default, float) or "float" in str(field_type):
             return float(text)
     except ValueError:
-        raise LabError(f"--{name.replace('_', '-')}: {text!r} is not a valid value") from None
+        kind = ("true or false" if isinstance(default, bool) else "a whole number"
+                if isinstance(default, int) or "float" not in str(field_type) else "a number")
+        if name in COUNTS:
+            kind += f" from 0 to {COUNT_LIMIT - 1:,}"
+        raise LabError(f"--{name.replace('_', '-')}: {text!r} is not a valid value; give {kind}") from None
     return text
 
 
@@ -69,12 +73,34 @@ def _spec_values(args: argparse.Namespace) -> dict[str, Any]:
     values["protocol_params"] = key_values(getattr(args, "pparam", None), "--pparam")
     table = getattr(args, "mapping_table", None)
     if table:
-        rows = []
-        for pair in table.split(","):
-            symbol, _, ident = pair.rpartition(":")
-            rows.append((symbol, int(ident)))
-        values["mapping_table"] = tuple(rows)
+        values["mapping_table"] = tuple(_table_row(pair) for pair in table.split(","))
     return values
+
+
+def _table_row(pair: str) -> tuple[str, int]:
+    symbol, colon, ident = pair.strip().rpartition(":")
+    try:
+        if not colon or not symbol:
+            raise ValueError
+        return symbol, int(ident)
+    except ValueError:
+        raise LabError(f"--mapping-table: {pair.strip()!r} is not SYMBOL:ID; write {TABLE_FORM}") from None
+
+
+def _in_flag_words(error: LabError) -> LabError:
+    """make_spec names a field (``max_length must be ...``); on the command line it is a flag (``--max-length``)."""
+    text = str(error)
+    for f in dataclasses.fields(RunSpec):
+        if text.startswith(f"{f.name} "):
+            return LabError(f"--{f.name.replace('_', '-')}{text[len(f.name):]}")
+    return error
+
+
+def _make_spec(**values: Any) -> RunSpec:
+    try:
+        return make_spec(**values)
+    except LabError as error:
+        raise _in_flag_words(error) from None
 
 
 def spec_from_args(args: argparse.Namespace) -> RunSpec:
@@ -82,7 +108,7 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     for f in _SPEC_FIELDS:
         if f.name in values:
             values[f.name] = _convert(f.name, values[f.name])
-    return make_spec(**values)
+    return _make_spec(**values)
 
 
 def specs_from_sweep_args(args: argparse.Namespace) -> list[RunSpec]:
@@ -98,4 +124,4 @@ def specs_from_sweep_args(args: argparse.Namespace) -> list[RunSpec]:
                   mapping_table=values.get("mapping_table", ()))]
     for name, options in lists:
         specs = [{**s, name: option} for s in specs for option in options]
-    return [make_spec(**s) for s in specs]
+    return [_make_spec(**s) for s in specs]

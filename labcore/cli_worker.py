@@ -18,6 +18,7 @@ from labcore.events import describe
 from labcore.executor import LocalExecutor
 from labcore.fmt import fmt_age
 from labcore.pool import add_worker_arguments
+from labcore.record import RunRecord
 from labcore.store import ACTIVE, Store, Submission, open_store
 
 
@@ -141,10 +142,12 @@ def cmd_status(args: argparse.Namespace) -> int:
               f"submitted {fmt_age(record.get('submitted_at'))}, started {fmt_age(record.get('started_at'))}"
               + (f", heartbeat {status.heartbeat_age_s:.1f}s ago" if status.heartbeat_age_s is not None else ""))
         result = record.get("result") or {}
-        if result.get("test"):
+        if result.get("test") and RunRecord.from_dict(result).untrained:
+            print("  test: none (it stopped before its first validation: untrained weights)")
+        elif result.get("test"):
             print("  test: " + ", ".join(f"{k} {v:.4f}" for k, v in result["test"].items()))
-        if status.error:
-            print(f"  error: {status.error}")
+        if status.error or result.get("error"):
+            print(f"  error: {status.error or result['error']}")
         log = store.log(key).splitlines()
         if log:
             print("  log (last lines):")

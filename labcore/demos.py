@@ -200,6 +200,8 @@ def describe_record(record: RunRecord, role: str) -> str:
     if record.status != "done":
         where = f"step {record.steps_done}" + (f" of {record.total_steps}" if record.total_steps else "")
         text = f"{role} {record.status} at {where}"
+        if record.untrained:
+            text += " before its first validation (untrained weights: no test result)"
         if best:
             text += f" after reaching {best[1]:.2f} validation {metric} at step {best[0]}"
         return text

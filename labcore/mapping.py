@@ -410,7 +410,15 @@ class TokenMapping:
 # validation: one function for every kind
 
 
-def validate(spec: MappingSpec, alphabet: tuple[str, ...] | None, ids: np.ndarray, vocab: Vocab) -> None:
+# What to do about symbols that land on special tokens. In code a MappingSpec may allow it; a run (its
+# RunSpec, the command line, the pages) never does, so the run's advice names the fixes a run has.
+SPECIAL_FIX = "pick other ids, or set allow_special=True if that is really meant"
+RUN_SPECIAL_FIX = ("give those symbols other ids (not special tokens), or use the mapping random, shift or unused, "
+                   "which never pick special tokens; a run never maps symbols onto them")
+
+
+def validate(spec: MappingSpec, alphabet: tuple[str, ...] | None, ids: np.ndarray, vocab: Vocab, *,
+             special_fix: str = SPECIAL_FIX) -> None:
     """Raise :class:`MappingError` unless ``ids`` is a usable mapping.
 
     Checks, in this order so the first message is the most basic problem: one id per symbol (or per
@@ -437,8 +445,7 @@ def validate(spec: MappingSpec, alphabet: tuple[str, ...] | None, ids: np.ndarra
         hits = np.flatnonzero(special)
         if hits.size:
             named = [f"{symbols[j]!r} -> {vocab.tokens[ids[j]]} (id {ids[j]})" for j in hits.tolist()]
-            raise MappingError(f"{where}: symbols land on special tokens: {_listing(named)}; pick other ids, "
-                               f"or set allow_special=True if that is really meant")
+            raise MappingError(f"{where}: symbols land on special tokens: {_listing(named)}; {special_fix}")
     unique, counts = np.unique(ids, return_counts=True)
     if unique.size != ids.size:
         groups = []
@@ -637,13 +644,15 @@ def _check_alphabet(alphabet: tuple[str, ...]) -> None:
         raise MappingError(f"the alphabet lists {_listing(twice)} more than once; each symbol must be distinct")
 
 
-def build_mapping(spec: MappingSpec, alphabet: tuple[str, ...] | None, vocab: Vocab) -> TokenMapping:
-    """Build and validate the mapping of ``alphabet`` (``None``: text, the vocabulary itself) onto ``vocab``."""
+def build_mapping(spec: MappingSpec, alphabet: tuple[str, ...] | None, vocab: Vocab, *,
+                  special_fix: str = SPECIAL_FIX) -> TokenMapping:
+    """Build and validate the mapping of ``alphabet`` (``None``: text, the vocabulary itself) onto ``vocab``;
+    ``special_fix`` is the advice when symbols land on special tokens (:data:`RUN_SPECIAL_FIX` for runs)."""
     if alphabet is not None:
         alphabet = tuple(alphabet)
         _check_alphabet(alphabet)
     ids = np.asarray(KINDS[spec.kind].build(spec, alphabet, vocab), dtype=np.int64)
-    validate(spec, alphabet, ids, vocab)
+    validate(spec, alphabet, ids, vocab, special_fix=special_fix)
     id_list = tuple(int(i) for i in ids.tolist())
     tokens = vocab.tokens if alphabet is None else tuple(vocab.tokens[i] for i in id_list)
     return TokenMapping(spec=spec, alphabet=alphabet, ids=id_list, tokens=tokens, vocab_name=vocab.name,

@@ -54,5 +54,12 @@ class RunRecord:
         return cls.from_dict(json.loads(text))
 
     @property
+    def untrained(self) -> bool:
+        """The run stopped (diverged, cancelled) before its first validation: the weights it tested are the
+        ones it started with, so its test figures are no result."""
+        return self.best_step == 0 and not self.val_curve
+
+    @property
     def test_value(self) -> float | None:
-        return self.test.get(self.metric)
+        """The test metric of the best checkpoint; None where there is none, or it is of untrained weights."""
+        return None if self.untrained else self.test.get(self.metric)

@@ -10,6 +10,7 @@ import dataclasses
 
 from labcore import data as data_registry
 from labcore.data.base import parse_params
+from labcore.models.backbones import known_positions
 from labcore.spec import RunSpec, resolve
 
 
@@ -21,4 +22,4 @@ def resolve_spec(spec: RunSpec) -> RunSpec:
     # Every discipline parameter is written out, so the key changes when a default (or an uploaded
     # file's fingerprint) does, and a stale result is never served for new data.
     full = dataclasses.replace(spec, discipline_params=tuple(sorted(dataclasses.asdict(params).items())))
-    return resolve(full, info.input_kind)
+    return resolve(full, info.input_kind, max_positions=known_positions(spec.model) if spec.max_length else None)

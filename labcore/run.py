@@ -106,7 +106,8 @@ class Prepared:
             mspec = mapping_lib.MappingSpec(kind=spec.mapping, k=spec.mapping_k, seed=spec.mapping_seed,
                                             table=spec.mapping_table)
             alphabet = None if info.input_kind == "text" else info.alphabet
-            self.mapping = mapping_lib.build_mapping(mspec, alphabet, vocab)
+            self.mapping = mapping_lib.build_mapping(mspec, alphabet, vocab,
+                                                     special_fix=mapping_lib.RUN_SPECIAL_FIX)
 
         specials = 0
         if spec.input_adapter == "vocab" and info.input_kind == "tokens":
@@ -117,8 +118,13 @@ class Prepared:
             max_length = TEXT_MAX_LENGTH
         else:
             max_length = info.max_length + specials
-        if binfo.max_positions:
-            max_length = min(max_length, binfo.max_positions)
+        if binfo.max_positions and max_length > binfo.max_positions:  # not known when the spec was resolved
+            self.notes.append(f"inputs cut to the model's {binfo.max_positions:,} positions (max_length "
+                              f"{max_length:,} asked for more)")
+            max_length = binfo.max_positions
+        elif spec.max_length and spec.max_length == binfo.max_positions:
+            self.notes.append(f"max_length {max_length:,} is the model's limit ({binfo.max_positions:,} positions): "
+                              f"a longer max_length resolves to it")
         self.max_length = max_length
 
         encode_kwargs = dict(adapter=spec.input_adapter, max_length=max_length, mapping=self.mapping,
@@ -410,7 +416,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
-        notes=fit.notes)
+        notes=fit.notes, error=end.get("error", ""))
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,

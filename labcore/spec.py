@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,6 +34,15 @@ BUDGETS = ("quick", "standard", "paper")
 RESULTS_REVISION = 2
 MAPPING_KINDS = ("auto", "identity", "shift", "random", "unused", "letters", "table", "none")
 TRAIN_SIZES = ("full", "1%", "500", "5000")  # the choices the pages offer; any N or P% is accepted
+
+# The shortest max_length a run accepts (0 aside: the discipline's own): room for [CLS] and [SEP] and at
+# least 6 symbols. Below it the model sees the specials alone (2) or a negative slice of the input (1).
+MIN_MAX_LENGTH = 8
+# The whole-number fields and their bound: a shift moves within the model's non-special ids (k and k mod
+# their count are the same mapping), so 2**31, far above any vocabulary, loses nothing and keeps numpy from
+# wrapping a huge k around int64 silently; seeds and lengths get the same plain 32-bit range.
+COUNTS = ("mapping_k", "mapping_seed", "max_length", "seed")
+COUNT_LIMIT = 2**31
 
 # Protocols whose body stays frozen train a few parameters and want the FPT learning rate.
 FROZEN_FAMILY = ("frozen", "output_only", "probe")
@@ -282,7 +292,7 @@ def make_spec(**values: Any) -> RunSpec:
     values = dict(values)
     for key in ("discipline_params", "protocol_params"):
         values[key] = _pairs(values.get(key))
-    values["mapping_table"] = tuple((str(s), int(i)) for s, i in values.get("mapping_table") or ())
+    values["mapping_table"] = _table_rows(values.get("mapping_table"))
     spec = RunSpec(**values)
     _check("init", spec.init, INITS)
     _check("input adapter", spec.input_adapter, INPUT_ADAPTERS)
@@ -296,17 +306,60 @@ def make_spec(**values: Any) -> RunSpec:
     parse_train_size(spec.train_size)
     if spec.mapping == "table" and not spec.mapping_table:
         raise LabError("mapping 'table' needs mapping_table rows (symbol, id); give --mapping-table A:1012,C:1013,...")
-    for name in ("lr", "batch_size", "epochs"):
-        value = getattr(spec, name)
-        if value is not None and value <= 0:
-            raise LabError(f"{name} must be positive, got {value}")
-    if spec.max_length < 0:
-        raise LabError(f"max_length must be >= 0 (0 = the discipline's own), got {spec.max_length}")
+    _check_numbers(spec)
     return spec
 
 
-def resolve(spec: RunSpec, input_kind: str) -> RunSpec:
+TABLE_FORM = "SYMBOL:ID,SYMBOL:ID (e.g. A:1012,C:1013)"
+
+
+def _table_rows(rows: Any) -> tuple[tuple[str, int], ...]:
+    """A mapping table as (symbol, vocabulary id) rows; anything else is an error naming the form."""
+    out = []
+    for row in rows or ():
+        try:
+            symbol, ident = row
+            if isinstance(ident, bool) or isinstance(ident, float) and not ident.is_integer():
+                raise ValueError
+            ident = int(ident)
+        except (TypeError, ValueError, OverflowError):
+            raise LabError(f"mapping_table row {row!r} is not a symbol and a vocabulary id; write the table "
+                           f"as {TABLE_FORM}") from None
+        if not 0 <= ident < COUNT_LIMIT:
+            raise LabError(f"mapping_table row {row!r}: vocabulary ids are counts from 0; write the table as "
+                           f"{TABLE_FORM}")
+        out.append((str(symbol), ident))
+    return tuple(out)
+
+
+def _check_numbers(spec: RunSpec) -> None:
+    """Every number in range, so nothing trains on wrong input: each error states the valid range."""
+    for f in BUDGET_PARAMS:
+        value = getattr(spec, f.name)
+        if value is None or "choices" in f.metadata:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise LabError(f"{f.name} must be a number, got {value!r}")
+        if not math.isfinite(value):
+            raise LabError(f"{f.name} must be a finite number, got {value}")
+    for name in ("lr", "batch_size", "epochs"):
+        value = getattr(spec, name)
+        if value is not None and value <= 0:
+            raise LabError(f"{name} must be positive (any finite number above 0), got {value}")
+    for name in COUNTS:
+        value = getattr(spec, name)
+        if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < COUNT_LIMIT:
+            raise LabError(f"{name} must be a whole number from 0 to {COUNT_LIMIT - 1:,}, got {value!r}")
+    if 0 < spec.max_length < MIN_MAX_LENGTH:
+        raise LabError(f"max_length must be 0 (the discipline's own length) or at least {MIN_MAX_LENGTH} (room for "
+                       f"[CLS], [SEP] and {MIN_MAX_LENGTH - 2} symbols), got {spec.max_length}")
+
+
+def resolve(spec: RunSpec, input_kind: str, *, max_positions: int | None = None) -> RunSpec:
     """Fill every `auto`/None field that the discipline decides, so the key names what will run.
+
+    `max_positions` is the model's longest input where it is known: a longer `max_length` is cut to it, so
+    the key names the length that runs.
 
     `input_kind` is the discipline's ("tokens" | "vectors" | "text"). Fields that do not apply (a
     mapping for vector inputs) are normalised, so two specs differing only in an unused field share a
@@ -329,6 +382,8 @@ def resolve(spec: RunSpec, input_kind: str) -> RunSpec:
     if input_kind == "text" and adapter == "embedding":
         raise LabError("text is tokenised by the model's tokenizer: use the vocab input adapter")
     changes["input_adapter"] = adapter
+    if max_positions and spec.max_length > max_positions:
+        changes["max_length"] = max_positions
     mapping = spec.mapping
     if adapter != "vocab":
         mapping = "none"

@@ -248,8 +248,9 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                 logits = forward(batch)
             loss = criterion(logits.float(), batch.labels)
             if not torch.isfinite(loss):
-                yield {"type": "log", "message": f"loss is {loss.item()} at step {st.step + 1}: diverged"}
-                yield finish("diverged")
+                error = diverged_error(st.step + 1, loss.item(), cfg.lr, st.best_step)
+                yield {"type": "log", "message": error}
+                yield {**finish("diverged"), "error": error}
                 return
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -284,6 +285,14 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
     if not st.val_curve or st.val_curve[-1][0] != st.step:
         yield run_eval()
     yield finish("done")
+
+
+def diverged_error(step: int, loss: float, lr: float, best_step: int) -> str:
+    """What a diverged run's record says: where, with which loss, what its test figures are, what to try."""
+    tested = ("no validation had run yet, so its weights are untrained and its test figures mean nothing"
+              if best_step == 0 else f"the weights tested are those of step {best_step}, the best validation")
+    return (f"diverged at step {step}: the training loss was {loss} at learning rate {lr:g}; {tested}; "
+            f"try a smaller learning rate (e.g. {lr / 10:g})")
 
 
 def summarize_losses(losses: list[tuple[int, float]], points: int = 400) -> list[tuple[int, float]]:

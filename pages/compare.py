@@ -147,7 +147,7 @@ else:
 st.subheader("Download")
 per_run = pd.DataFrame([{"key": r.key, "label": figures.condition_label(r.spec, figures.condition_fields(records)),
                          "seed": r.spec.get("seed"), "status": r.status, "metric": r.metric,
-                         "test": r.test_value, "best_step": r.best_step, "steps_to_converge": r.steps_to_converge,
+                         "test": r.test_value, "untrained": r.untrained, "best_step": r.best_step, "steps_to_converge": r.steps_to_converge,
                          "wall_time_s": r.wall_time_s, "discipline": r.spec.get("discipline")} for r in records])
 d1, d2, d3 = st.columns(3)
 d1.download_button("Summary (CSV)", summary.to_csv(index=False), file_name="transfer-lab-summary.csv",

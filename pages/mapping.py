@@ -153,7 +153,8 @@ else:
 proposed = None
 if mspec is not None and not problems:
     try:
-        proposed = mapping_lib.build_mapping(mspec, None if is_text else info.alphabet, vocab)
+        proposed = mapping_lib.build_mapping(mspec, None if is_text else info.alphabet, vocab,
+                                             special_fix=mapping_lib.RUN_SPECIAL_FIX)
     except LabError as exc:
         problems.append(str(exc))
 for problem in problems:

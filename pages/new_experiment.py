@@ -130,7 +130,8 @@ with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
     if mapping != "auto":
         overrides["mapping"] = mapping
     if mapping == "shift":
-        overrides["mapping_k"] = int(cols[1].number_input("shift k", value=1000, step=1, key="exp.adv.k"))
+        overrides["mapping_k"] = int(cols[1].number_input("shift k", value=1000, min_value=0,
+                                                          max_value=spec_lib.COUNT_LIMIT - 1, step=1, key="exp.adv.k"))
     if mapping == "random":
         overrides["mapping_seed"] = int(cols[1].number_input("mapping seed", value=0, min_value=0, step=1,
                                                              key="exp.adv.mseed"))
@@ -144,8 +145,10 @@ with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
     precision = cols[0].selectbox("Precision", list(spec_lib.PRECISIONS), key="exp.adv.precision")
     if precision != "auto":
         overrides["precision"] = precision
-    max_length = int(cols[1].number_input("max_length (0: the discipline's)", value=0, min_value=0, step=1,
-                                          key="exp.adv.max_length"))
+    max_length = int(cols[1].number_input(
+        "max_length (0: the discipline's)", value=0, min_value=0, step=1, key="exp.adv.max_length",
+        help=f"0 or at least {spec_lib.MIN_MAX_LENGTH} tokens (room for [CLS], [SEP] and a few symbols); a value "
+             f"above the model's positions is cut to them."))
     if max_length:
         overrides["max_length"] = max_length
     model_text = cols[2].text_input("Other model", key="exp.adv.model", placeholder="local:/path or tiny:bert",

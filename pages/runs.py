@@ -13,6 +13,7 @@ import streamlit as st
 
 from labcore.errors import LabError
 from labcore.fmt import fmt_age, fmt_duration
+from labcore.record import RunRecord
 from labcore.spec import RunSpec
 from labcore.store import ACTIVE, STOPPED
 from pages import common, state
@@ -122,7 +123,10 @@ for key in keys:
     status = record["status"]
     with st.expander(f"{common.status_label(record)} · {record.get('label', key)}", expanded=len(keys) == 1):
         result = record.get("result") or {}
-        if result.get("test"):
+        if result.get("test") and RunRecord.from_dict(result).untrained:
+            st.warning(f"No test result: the run stopped at step {result.get('steps_done')}, before its first "
+                       f"validation, so its weights are untrained.")
+        elif result.get("test"):
             metric = result.get("metric", "")
             majority = (result.get("baseline") or {}).get("majority")
             st.markdown(f"**Test {metric.replace('_', ' ')}:** {result['test'].get(metric, float('nan')):.4f} · best "
@@ -130,8 +134,8 @@ for key in keys:
                         f"{fmt_duration(result.get('wall_time_s'))} · "
                         f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
                         f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
-        if record.get("error"):
-            st.error(record["error"])
+        if record.get("error") or result.get("error"):
+            st.error(record.get("error") or result["error"])
         b = st.columns(4)
         if b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE,
                        help="Stops after the current training step; the curves so far are kept."):

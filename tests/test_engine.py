@@ -117,3 +117,44 @@ def test_resolve_spec_needs_no_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
     assert resolve_spec(make_spec(discipline="bits-xor")).input_adapter == "linear"
+
+
+DIVERGING = dict(model="tiny:bert", discipline="bits-xor", precision="fp32", lr=1e3,
+                 discipline_params={"n_train": 64, "n_validation": 32, "n_test": 32})
+
+
+def test_a_diverged_run_says_where_and_shows_no_untrained_test_result(tmp_path):
+    from labcore.compare import sweep_table
+    from labcore.demos import describe_record
+
+    record = run(make_spec(**DIVERGING), workdir=tmp_path)
+    assert record.status == "diverged" and record.best_step == 0 and record.val_curve == []
+    step = record.steps_done + 1
+    assert f"diverged at step {step}: the training loss was nan" in record.error, record.error
+    assert "learning rate 1000" in record.error and "try a smaller learning rate (e.g. 100)" in record.error
+    assert "untrained" in record.error
+    assert record.untrained and record.test_value is None  # the untrained weights' numbers are no result
+    assert record.test  # ... though the record keeps them
+    row = sweep_table([record]).iloc[0]
+    assert row["n"] == 0 and row["not_done"] == 1
+    assert "untrained weights" in describe_record(record, "the run")
+    assert RunRecord.from_json(record.to_json()) == record
+
+
+def test_the_command_line_prints_no_test_metric_for_untrained_weights(capsys):
+    from labcore import cli
+
+    flags = ["--model", "tiny:bert", "--discipline", "bits-xor", "--precision", "fp32", "--lr", "1000",
+             "--dparam", "n_train=64", "--dparam", "n_validation=32", "--dparam", "n_test=32"]
+    assert cli.main(["run", *flags]) == 0
+    out = capsys.readouterr().out
+    assert "diverged: no test bit_accuracy" in out and "untrained weights" in out, out
+    assert "test bit_accuracy 0." not in out
+    assert "diverged at step" in out and "smaller learning rate" in out
+
+
+def test_a_max_length_beyond_the_model_runs_at_the_model_s_positions_and_says_so():
+    record = run(make_spec(**{**DIVERGING, "lr": 1e-3, "max_steps": 2, "max_length": 100000}))
+    assert record.status == "done" and record.spec["max_length"] == 64
+    assert record.key == resolve_spec(make_spec(**{**DIVERGING, "lr": 1e-3, "max_steps": 2, "max_length": 64})).key
+    assert any("the model's limit (64 positions)" in note for note in record.notes), record.notes

@@ -203,6 +203,18 @@ def test_identity_decimal_symbol_on_special_id_is_named(vocab):
     assert build_mapping(MappingSpec("identity", allow_special=True), ("8", "5"), vocab).ids == (8, 5)
 
 
+def test_a_run_is_told_the_fixes_a_run_has_not_allow_special(vocab):
+    # RunSpec has no allow_special: a run (command line, pages) gets advice it can follow.
+    from labcore.mapping import RUN_SPECIAL_FIX
+
+    with pytest.raises(MappingError) as raised:
+        build_mapping(MappingSpec("table", table=(("A", 5), ("C", 9))), ("A", "C"), vocab,
+                      special_fix=RUN_SPECIAL_FIX)
+    message = str(raised.value)
+    assert "'A' -> [CLS] (id 5)" in message and "allow_special" not in message
+    assert "give those symbols other ids" in message and "random, shift or unused" in message
+
+
 def test_shift_text_permutes_non_special_ids_and_keeps_specials(vocab):
     k = 3
     ids = np.array(build_mapping(MappingSpec("shift", k=k), None, vocab).ids)

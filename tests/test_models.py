@@ -152,6 +152,26 @@ def test_missing_weights_are_an_error_not_silent_random_layers(tmp_path):
         load_backbone(f"local:{tmp_path}")
 
 
+@pytest.mark.parametrize("damage,needle", [
+    ("config", "its config.json does not describe the model its weights hold"),
+    ("truncated", "a weight file is truncated or damaged"),
+])
+def test_a_local_folder_whose_weights_do_not_load_is_a_clear_error(tmp_path, damage, needle):
+    model, tokenizer, _ = tiny("bert")
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    if damage == "config":
+        config = json.loads((tmp_path / "config.json").read_text())
+        (tmp_path / "config.json").write_text(json.dumps({**config, "intermediate_size": 96}))
+    else:
+        weights = tmp_path / "model.safetensors"
+        weights.write_bytes(weights.read_bytes()[:weights.stat().st_size // 2])
+    with pytest.raises(LabError) as raised:
+        load_backbone(f"local:{tmp_path}")
+    message = str(raised.value)
+    assert needle in message and str(tmp_path) in message and "save_pretrained" in message, message
+
+
 def test_converted_folders_are_built_once_and_rebuilt_when_stale(tmp_path, monkeypatch):
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path))
     first, _, _ = load_backbone("tiny:gpt2")

@@ -8,9 +8,22 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from labcore import protocols
 from labcore.jobs.base import Event, JobContext
 from labcore.resolve import resolve_spec
 from labcore.spec import RunSpec, make_spec
+
+
+def resolve_run(spec: RunSpec) -> RunSpec:
+    """The resolved spec, its protocol and protocol parameters checked against the protocol registry.
+
+    Torch-free, so an unknown protocol (or parameter) is refused when a run is submitted or started, not
+    after its data and model have loaded. The check lives here rather than in :mod:`labcore.resolve`,
+    which sits beside the protocols in the layers and may not import them.
+    """
+    resolved = resolve_spec(spec)
+    protocols.parse_protocol_params(resolved.protocol, dict(resolved.protocol_params))
+    return resolved
 
 
 def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
@@ -30,7 +43,7 @@ def _register() -> None:
     from labcore.jobs import job_kind
 
     job_kind("run", RunSpec, description="train one model on one discipline under one protocol",
-             resolve=resolve_spec, encode=RunSpec.to_dict, decode=lambda values: make_spec(**values),
+             resolve=resolve_run, encode=RunSpec.to_dict, decode=lambda values: make_spec(**values),
              key=lambda spec: spec.key, label=RunSpec.label, checkpoint="resume.pt",
              stops_itself=True, warm_up=_warm_up)(train_run)
 

@@ -119,9 +119,6 @@ class Layout:
     def num_layers(self, model: nn.Module) -> int:
         return int(model.config.num_hidden_layers)
 
-    def max_positions(self, config) -> int | None:
-        return int(config.max_position_embeddings)
-
     def drop_unused(self, model: nn.Module) -> list[str]:
         """Remove parts a lab model never uses (BERT's pooler); return what was removed."""
         return []
@@ -177,12 +174,6 @@ class BertLayout(Layout):
             norms.append(block.crossattention.output.LayerNorm)
         return norms
 
-    def max_positions(self, config):
-        # RoBERTa numbers positions from padding_idx + 1, so two rows of its table are never reached.
-        if self.family == "roberta":
-            return int(config.max_position_embeddings) - int(config.pad_token_id) - 1
-        return int(config.max_position_embeddings)
-
     def drop_unused(self, model):
         if getattr(model, "pooler", None) is not None:
             model.pooler = None
@@ -225,9 +216,6 @@ class AlbertLayout(BertLayout):
     def layer_norms(self, block):
         return [norm for inner in block.albert_layers
                 for norm in (inner.attention.LayerNorm, inner.full_layer_layer_norm)]
-
-    def max_positions(self, config):
-        return int(config.max_position_embeddings)
 
     def drop_unused(self, model):
         if getattr(model, "pooler", None) is not None:
@@ -302,9 +290,6 @@ class LlamaLayout(Layout):
 
     def final_norm(self, model):
         return model.norm
-
-    def max_positions(self, config):
-        return None  # rotary: no learned table bounds the length
 
 
 # Keyed by transformers' config.model_type.

@@ -425,6 +425,30 @@ def _token_id(tokenizer: Any, attribute: str) -> int | None:
     return int(value) if isinstance(value, int) else None
 
 
+def positions_of(config: dict[str, Any]) -> int | None:
+    """The longest input, in tokens, that a model with this ``config.json`` takes; None where positions are
+    rotary (Llama: no learned table bounds the length). Plain JSON in, so specs are resolved without torch."""
+    family = config.get("model_type")
+    limit = config.get("max_position_embeddings", config.get("n_positions"))  # GPT-2 names it n_positions
+    if family == "llama" or limit is None:
+        return None
+    if family == "roberta":  # RoBERTa numbers positions from padding_idx + 1: two rows are never reached
+        return int(limit) - int(config.get("pad_token_id", 1)) - 1
+    return int(limit)
+
+
+def known_positions(name: str) -> int | None:
+    """The model's :func:`positions_of` read from its ``config.json`` on this machine, without torch; None
+    where it is unbounded or not known here (a hub id, a packaged model not fetched yet, a tiny model not
+    built yet): the engine then cuts inputs to the loaded model's positions and says so in the run's notes."""
+    folder = model_folder(name)
+    try:
+        config = json.loads((folder / "config.json").read_text()) if folder is not None else None
+    except (OSError, ValueError):
+        return None
+    return positions_of(config) if isinstance(config, dict) else None
+
+
 def backbone_info(name: str, model: nn.Module, tokenizer: Any = None, *, description: str = "",
                   licence: str = "", init: str = "pretrained") -> BackboneInfo:
     """Describe a base model (and its tokenizer, if any) as a :class:`BackboneInfo`."""
@@ -435,11 +459,10 @@ def backbone_info(name: str, model: nn.Module, tokenizer: Any = None, *, descrip
     layout = LAYOUTS[family] if family in LAYOUTS else None
     if layout is not None:
         kind = layout.kind
-        max_positions = layout.max_positions(config)
     else:
         kind = "decoder" if getattr(config, "is_decoder", False) or any(
             a.endswith(("CausalLM", "LMHeadModel")) for a in (config.architectures or [])) else "encoder"
-        max_positions = getattr(config, "max_position_embeddings", None)
+    max_positions = positions_of(config.to_dict())
     # getattr: families without a layout may name these differently; their info is then partial (0).
     hidden = int(getattr(config, "hidden_size", 0) or 0)
     num_layers = int(getattr(config, "num_hidden_layers", 0) or 0)
@@ -456,6 +479,16 @@ def backbone_info(name: str, model: nn.Module, tokenizer: Any = None, *, descrip
         shared_layers=bool(groups is not None and groups != num_layers),
         init=init,
     )
+
+
+def _damaged_weights(error: Exception) -> bool:
+    """Whether loading failed on the weight files themselves: shapes that contradict config.json (RuntimeError),
+    a truncated safetensors file (SafetensorError) or a truncated pickle (EOFError, UnpicklingError)."""
+    import pickle
+
+    from safetensors import SafetensorError
+
+    return isinstance(error, (RuntimeError, SafetensorError, EOFError, pickle.UnpicklingError))
 
 
 def load_backbone(name: str, init: str = "pretrained", *, seed: int = 0,
@@ -495,6 +528,16 @@ def load_backbone(name: str, init: str = "pretrained", *, seed: int = 0,
             raise
         raise LabError(f"backbone {name!r} could not be loaded ({str(error).splitlines()[0]}); the lab "
                        f"loads transformers models of the families {', '.join(LAYOUTS.names())}") from None
+    except Exception as error:
+        if not _damaged_weights(error):
+            raise
+        where = name[len("local:"):] if name.startswith("local:") else name
+        what = ("its config.json does not describe the model its weights hold (tensor shapes differ)"
+                if isinstance(error, RuntimeError) and "mismatch" in str(error)
+                else "a weight file is truncated or damaged")
+        raise LabError(f"backbone {name!r}: the weights in {where} do not load: {what} "
+                       f"({str(error).splitlines()[0][:200]}); save the model again into the folder with "
+                       f"save_pretrained (config and weights together), or copy the folder again in full") from None
     model.eval()
     info = backbone_info(name, model, tokenizer, description=source.description, licence=source.licence,
                          init=init)
