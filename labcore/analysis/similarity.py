@@ -1,0 +1,106 @@
+"""How alike two models' representations of the same examples are: CCA, PWCCA and linear CKA.
+
+Kao & Lee §4.3 (table 1) compare the last-layer representations of BERT, PLUS and random models with
+PWCCA (Morcos et al., 2018); linear CKA (Kornblith et al., 2019) is the usual cross-check. Every
+function takes ``x`` [n, d1] and ``y`` [n, d2]: row ``i`` of both is example ``i``, the widths may
+differ. Pure numpy in float64; no torch, no store.
+
+Before CCA both sides go through an SVCCA-style step (Raghu et al., 2017): centre the columns, take
+the SVD and keep the fewest leading directions that explain ``keep`` (default 99 %) of the variance.
+Dropping the tail (and always the numerically zero directions) is what makes rank-deficient
+representations, e.g. duplicated or dead units, safe: CCA on them would divide by zero.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import numpy as np
+
+from labcore.errors import LabError
+
+KEEP = 0.99  # fraction of variance the SVD step keeps
+
+
+def _float64(a) -> np.ndarray:
+    """A 2-D float64 copy of an array or a (CPU or GPU, grad or not) tensor."""
+    a = a.detach().cpu().numpy() if hasattr(a, "detach") else a
+    a = np.asarray(a, dtype=np.float64)
+    if a.ndim != 2:
+        raise LabError(f"a representation must be [examples, features], got shape {a.shape}")
+    return a
+
+
+def _pair(x, y) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _float64(x), _float64(y)
+    if x.shape[0] != y.shape[0] or x.shape[0] < 2:
+        raise LabError(f"representations of the same examples needed (at least 2): got {x.shape[0]} "
+                       f"and {y.shape[0]} rows")
+    return x - x.mean(axis=0), y - y.mean(axis=0)
+
+
+def svd_basis(x_centred: np.ndarray, keep: float = KEEP) -> np.ndarray:
+    """Orthonormal basis [n, k] of the leading directions of centred ``x`` [n, d] holding ``keep`` of its
+    variance; directions with numerically zero singular values are never kept (rank deficiency)."""
+    u, s, _ = np.linalg.svd(x_centred, full_matrices=False)  # u [n, r], s [r]
+    nonzero = s > s[:1].max(initial=0.0) * max(x_centred.shape) * np.finfo(np.float64).eps
+    var = s[nonzero] ** 2
+    if var.size == 0:
+        raise LabError("a representation is constant over the examples: it has no directions to compare")
+    # Fewest leading directions whose cumulative share reaches `keep` (keep=1 keeps every non-zero one).
+    k = int(np.searchsorted(np.cumsum(var) / var.sum(), keep - 1e-12) + 1)
+    return u[:, :min(k, var.size)]
+
+
+def _canonical(x: np.ndarray, y: np.ndarray, keep: float):
+    """Bases of both sides and the SVD of their cross-product: the canonical directions and correlations."""
+    bx, by = svd_basis(x, keep), svd_basis(y, keep)  # [n, kx], [n, ky]
+    # For orthonormal bases, the singular values of bx^T by are the canonical correlations.
+    p, rho, qt = np.linalg.svd(bx.T @ by, full_matrices=False)  # p [kx, k], rho [k], qt [k, ky]
+    return bx, by, p, np.clip(rho, 0.0, 1.0), qt
+
+
+def cca(x, y, keep: float = KEEP) -> np.ndarray:
+    """Canonical correlations [min(kx, ky)] of ``x`` [n, d1] and ``y`` [n, d2], largest first, after the
+    SVD step (``kx``, ``ky``: directions kept). Invariant to invertible linear maps of either side."""
+    return _canonical(*_pair(x, y), keep)[3]
+
+
+def pwcca(x, y, keep: float = KEEP) -> float:
+    """Projection-weighted CCA (Morcos et al., 2018): the mean canonical correlation weighted by how much
+    of the representation each canonical variate accounts for.
+
+    The weights come from the side with fewer kept directions (``x`` on a tie), as Morcos et al.'s code
+    does: weight_i = sum_j |<h_i, z_j>| over that side's centred units z_j (columns), h_i its unit-norm
+    canonical variates, normalised to sum to 1. A value in [0, 1]; 1 for invertible linear maps.
+    """
+    x, y = _pair(x, y)
+    bx, by, p, rho, qt = _canonical(x, y, keep)
+    if bx.shape[1] <= by.shape[1]:
+        variates, units = bx @ p, x  # [n, k] orthonormal, [n, d1]
+    else:
+        variates, units = by @ qt.T, y
+    weights = np.abs(variates.T @ units).sum(axis=1)  # [k]
+    return float(weights @ rho / weights.sum())
+
+
+def linear_cka(x, y) -> float:
+    """Linear CKA (Kornblith et al., 2019): ||y^T x||_F^2 / (||x^T x||_F ||y^T y||_F) on centred ``x``
+    [n, d1], ``y`` [n, d2]. In [0, 1]; invariant to orthogonal maps and isotropic scaling only (unlike
+    CCA, not to every invertible map). Needs no SVD step: rank deficiency is harmless."""
+    x, y = _pair(x, y)
+    cross = np.linalg.norm(y.T @ x) ** 2
+    denominator = np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)
+    if denominator == 0.0:
+        raise LabError("a representation is constant over the examples: CKA is undefined")
+    return float(cross / denominator)
+
+
+def layer_similarity(reps_a: Sequence, reps_b: Sequence, fn: Callable[..., float] = pwcca) -> np.ndarray:
+    """[layers_a, layers_b] matrix of ``fn(reps_a[i], reps_b[j])``; each rep is [n, d] over the same n
+    examples (e.g. one model's hidden states per layer, pooled per example)."""
+    out = np.empty((len(reps_a), len(reps_b)))
+    for i, a in enumerate(reps_a):
+        for j, b in enumerate(reps_b):
+            out[i, j] = fn(a, b)
+    return out
