@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import time
 import zipfile
 
 import numpy as np
 import pytest
 
 from labcore import data as disciplines
+from labcore import paths
 from labcore.data import music, upload
 from labcore.data.base import stratified_split
 from labcore.data.upload import UploadLimits, save_upload
@@ -76,6 +79,46 @@ def test_csv_space_separated_symbols():
     assert info.max_length == 3
 
 
+def test_one_spaced_sequence_makes_every_sequence_spaced():
+    # Read as characters until the row with a space, then the whole file again, space-separated.
+    rows = [("ACGT", "a"), ("CG", "b")] * 3 + [("A C", "a"), ("GG T", "b")] * 3
+    info = save_upload("mixed", "m.csv", csv_bytes(rows))
+    assert info.alphabet == ("A", "ACGT", "C", "CG", "GG", "T") and info.max_length == 2
+    dataset, _ = disciplines.load("upload:mixed", progress=lambda _m: None)
+    lengths = sorted(len(t) for s in dataset for t in dataset[s]["tokens"])
+    assert lengths == [1] * 6 + [2] * 6
+
+
+def test_building_reads_the_checked_examples_not_the_file(monkeypatch, own_cache):
+    # `data show` and every run build from examples.npz: the file is never parsed again.
+    save_upload("saved", "s.csv", csv_bytes(two_class_rows(40)))
+    assert (own_cache / "uploads" / "saved" / "examples.npz").is_file()
+
+    def no_parsing(*_args, **_kwargs):
+        raise AssertionError("the upload was parsed again")
+
+    monkeypatch.setattr(upload, "parse_upload", no_parsing)
+    summary = disciplines.summarize("upload:saved", progress=lambda _m: None)
+    assert summary.split_sizes == {"train": 32, "validation": 4, "test": 4}
+    assert summary.class_counts == {"neg": 20, "pos": 20} and summary.length_max == 12
+
+
+def test_an_upload_saved_before_checked_examples_asks_to_be_uploaded_again(own_cache):
+    save_upload("old", "o.csv", csv_bytes(two_class_rows(20)))
+    manifest = own_cache / "uploads" / "old" / "manifest.json"
+    values = json.loads(manifest.read_text())
+    values["format"] = 1
+    del values["examples_sha256"]
+    values["limits"]["min_examples"] = 10  # a cap of format 1, since retired
+    manifest.write_text(json.dumps(values))
+    (own_cache / "uploads" / "old" / "examples.npz").unlink()
+    discipline = upload.uploaded_discipline("old")
+    ok, why = discipline.available()
+    assert not ok and "older version of the lab" in why and "upload the file again" in why
+    with pytest.raises(DataValidationError, match="older version"):
+        discipline.build(disciplines.parse_params(discipline), lambda _m: None)
+
+
 def test_csv_extra_columns_and_header_order_are_accepted():
     text = "id,label,sequence\n" + "".join(f"{i},{'ab'[i % 2]},XYZ{'X' * (i % 3)}\n" for i in range(12))
     info = save_upload("extra", "x.csv", text.encode())
@@ -108,14 +151,90 @@ def test_csv_over_long_sequence_is_refused_or_truncated():
 
 def test_csv_alphabet_too_large():
     rows = [(chr(0x100 + i) * 3, "ab"[i % 2]) for i in range(300)]
-    message = raises(r"300 distinct symbols, more than the 256", save_upload, "x", "x.csv", csv_bytes(rows))
+    message = raises(r"line 258: more than 256 distinct symbols", save_upload, "x", "x.csv", csv_bytes(rows))
     assert "first few" in message
 
 
 def test_single_class_and_too_few_examples():
     rows = [("ACGT", "pos")] * 12
     raises(r"every example has the label 'pos'.*at least 2 classes", save_upload, "x", "x.csv", csv_bytes(rows))
-    raises(r"only 4 examples; at least 10", save_upload, "x", "x.csv", csv_bytes(two_class_rows(4)))
+    message = raises(r"2 of 2 classes have fewer than 6 examples: 'neg' \(2\), 'pos' \(2\)", save_upload, "x",
+                     "x.csv", csv_bytes(two_class_rows(4)))
+    assert "train, validation and test each hold 2" in message
+
+
+def test_twelve_classes_of_one_row_are_refused_naming_them():
+    # Found: 12 one-row classes were accepted and trained to "test accuracy 0.0000" with no warning.
+    rows = [("ACGTACGT", f"class{i:02d}") for i in range(12)]
+    message = raises(r"12 of 12 classes have fewer than 6 examples: 'class00' \(1\), 'class01' \(1\)",
+                     save_upload, "x", "x.csv", csv_bytes(rows))
+    assert "and 2 more" in message and "merge them" in message and "drop their rows" in message
+    # One small class among big ones is named alone.
+    rows = two_class_rows(40) + [("ACGT", "rare")] * 5
+    message = raises(r"1 of 3 classes have fewer than 6 examples: 'rare' \(5\)\.", save_upload, "x", "x.csv",
+                     csv_bytes(rows))
+    assert "'pos'" not in message
+
+
+def test_every_split_holds_two_examples_of_every_class():
+    rows = [("ACGT" * (1 + i % 5), f"c{i % 7}") for i in range(7 * 6)] + [("TTGA", "big")] * 60
+    save_upload("small", "s.csv", csv_bytes(rows))
+    dataset, info = disciplines.load("upload:small", progress=lambda _m: None)
+    for split in ("train", "validation", "test"):
+        counts = np.bincount(dataset[split]["label"], minlength=len(info.class_names))
+        assert counts.min() >= 2, (split, counts)
+    assert sum(len(dataset[s]) for s in dataset) == len(rows)
+
+
+def test_too_many_classes_are_refused_at_the_cap():
+    # Found: 200,000 classes of one row each were accepted.
+    text = "sequence,label\n" + "".join(f"ACGT,c{i}\n" for i in range(200_000))
+    started = time.perf_counter()
+    message = raises(r"line 102: label 'c100' would be class 101, more than the lab's cap of 100 classes",
+                     save_upload, "x", "x.csv", text.encode())
+    assert time.perf_counter() - started < 2  # refused at the cap, not after reading every row
+    assert "merge related classes" in message
+    assert UploadLimits().max_classes == 100
+
+
+def test_rows_over_the_cap_are_refused_at_once_with_the_cap_named():
+    # Found: a 49 MB CSV of 12.8 M short rows took 45 s and 5.4 GB to save. The cap stops reading at
+    # once; here it is lowered (a test writes no 50 MB file) and the file is 100x over it.
+    limits = UploadLimits(max_rows=1_000)
+    data = ("sequence,label\n" + "ACGT,a\nTTGA,b\n" * 50_000).encode()
+    started = time.perf_counter()
+    message = raises(r"line 1002: more than 1,000 examples, the lab's cap on rows", save_upload, "x", "x.csv",
+                     data, limits=limits)
+    assert time.perf_counter() - started < 2
+    assert "upload at most 1,000" in message
+    default = UploadLimits()
+    assert default.max_rows == 200_000 and default.max_total_symbols == 20_000_000
+
+
+def test_total_symbols_over_the_cap_are_refused_with_the_cap_named():
+    limits = UploadLimits(max_total_symbols=1_000)
+    rows = [("ACGT" * 10, "ab"[i % 2]) for i in range(100)]  # 40 symbols a row: the 26th row crosses
+    message = raises(r"line 27: more than 1,000 symbols in all, the lab's cap on total symbols", save_upload,
+                     "x", "x.csv", csv_bytes(rows), limits=limits)
+    assert "truncate=True" in message
+    # Truncation counts: cut to 8 symbols a row, the same rows fit.
+    info = save_upload("x", "x.csv", csv_bytes(rows), max_length=8, truncate=True, limits=limits)
+    assert info.n_examples == 100 and info.truncated == 100
+
+
+def test_caps_bound_fasta_and_midi_too():
+    raises(r"line 16: more than 5 examples", save_upload, "x", "x.fa", fasta_bytes(),
+           limits=UploadLimits(max_rows=5))
+    raises(r"more than 3 examples, the lab's cap on rows", save_upload, "m", "music.zip", zip_bytes(music_zip()),
+           max_length=4, limits=UploadLimits(max_rows=3))
+    raises(r"more than the lab's cap of 1 classes", save_upload, "m", "music.zip", zip_bytes(music_zip()),
+           max_length=4, limits=UploadLimits(max_classes=1))
+    images = np.zeros((12, 4, 4), dtype=np.uint8)
+    raises(r"12 images, more than 10, the lab's cap on examples", save_upload, "i", "i.npz",
+           npz_bytes(images=images, labels=np.arange(12) % 2), limits=UploadLimits(max_rows=10))
+    raises(r"3 classes, more than the lab's cap of 2 classes", save_upload, "i", "i.npz",
+           npz_bytes(images=np.zeros((18, 4, 4), np.uint8), labels=np.arange(18) % 3),
+           limits=UploadLimits(max_classes=2))
 
 
 def test_bad_names_kinds_and_sizes():
@@ -242,7 +361,8 @@ def test_midi_refusals_name_the_entry():
     raises(r"not a readable zip archive", save_upload, "m", "music.zip", b"PK\x03\x04 broken")
     short = save_upload("short", "short.zip", zip_bytes(music_zip(notes=3)), max_length=4)
     assert short.n_examples == 12 and short.max_length == 3  # a piece shorter than a window stays whole
-    raises(r"only 2 MIDI files", save_upload, "m", "music.zip", zip_bytes(music_zip(files_per_class=1)))
+    raises(r"2 of 2 classes have fewer than 6 MIDI files: 'bach' \(1\), 'satie' \(1\)", save_upload, "m",
+           "music.zip", zip_bytes(music_zip(files_per_class=1)))
 
 
 @pytest.mark.parametrize("entry", ["../evil/x.mid", "/abs/x.mid", "a/../../x.mid", "C:/win/x.mid",
@@ -305,8 +425,8 @@ def test_npz_images_become_padded_patches():
 
 
 def test_npz_colour_images_and_integer_labels():
-    images = np.random.default_rng(1).random((12, 8, 8, 3), dtype=np.float32)
-    info = save_upload("rgb", "rgb.npz", npz_bytes(images=images, labels=np.arange(12) % 3), patch_size=2)
+    images = np.random.default_rng(1).random((18, 8, 8, 3), dtype=np.float32)
+    info = save_upload("rgb", "rgb.npz", npz_bytes(images=images, labels=np.arange(18) % 3), patch_size=2)
     assert info.vector_dim == 2 * 2 * 3 and info.max_length == 16
     assert info.class_names == ("0", "1", "2")
 
@@ -372,12 +492,12 @@ def test_replacing_an_upload_changes_its_data_and_cache_key(own_cache):
     old = upload.uploaded_discipline("upload:swap")
     old_params = disciplines.parse_params(old)
     dataset, _ = disciplines.load("upload:swap", progress=lambda _m: None)
-    assert len(dataset["train"]) == 16
+    assert len(dataset["train"]) == 12  # 10 a class: 2 each to validation and test
     save_upload("swap", "b.csv", csv_bytes(two_class_rows(30)))
     new = upload.uploaded_discipline("upload:swap")
     assert disciplines.parse_params(new) != old_params
     dataset, info = disciplines.load("upload:swap", progress=lambda _m: None)
-    assert len(dataset["train"]) == 24 and info.source == "b.csv"
+    assert len(dataset["train"]) == 22 and info.source == "b.csv"
     with pytest.raises(DataValidationError, match="has changed since"):
         new.build(old_params, lambda _m: None)
     assert leftovers(own_cache) == []
@@ -395,18 +515,21 @@ def test_same_seed_same_split_other_seed_other_split():
 
 
 def test_stratified_split_keeps_classes_and_groups():
-    labels = [0] * 50 + [1] * 30 + [2] * 20
-    train, val, test = stratified_split(labels, upload.SPLIT_FRACTIONS, seed=3, dealt=True)
-    assert sorted(train + val + test) == list(range(100))
-    assert (len(train), len(val), len(test)) == (80, 10, 10)
+    labels = [0] * 50 + [1] * 30 + [2] * 20 + [3] * 7
+    train, val, test = stratified_split(labels, upload.SPLIT_FRACTIONS, seed=3, min_per_split=2)
+    assert sorted(train + val + test) == list(range(107))
     for part, share in ((train, 0.8), (val, 0.1), (test, 0.1)):
         for c, n in ((0, 50), (1, 30), (2, 20)):
             assert abs(sum(labels[i] == c for i in part) - n * share) <= 1
+    assert [sum(labels[i] == 3 for i in part) for part in (train, val, test)] == [3, 2, 2]
+    with pytest.raises(ValueError, match="6 are needed"):
+        stratified_split([0] * 10 + [1] * 5, upload.SPLIT_FRACTIONS, seed=0, min_per_split=2)
     groups = [f"g{i // 3}" for i in range(60)]
     group_labels = [int(g[1:]) % 2 for g in groups]
-    parts = stratified_split(group_labels, upload.SPLIT_FRACTIONS, seed=0, groups=groups, dealt=True)
+    parts = stratified_split(group_labels, upload.SPLIT_FRACTIONS, seed=0, groups=groups, min_per_split=2)
     seen = [{groups[i] for i in part} for part in parts]
     assert not (seen[0] & seen[1]) and not (seen[0] & seen[2]) and not (seen[1] & seen[2])
+    assert all(len(s) >= 4 for s in seen)  # 2 groups of each class
 
 
 def test_unknown_and_deleted_uploads():
@@ -425,3 +548,47 @@ def test_unknown_and_deleted_uploads():
 def test_uploaded_filename_is_only_displayed():
     info = save_upload("pathy", "../../etc/x\\evil\x00.csv", csv_bytes(two_class_rows(12)))
     assert info.filename == "evil.csv" and info.stored == "data.csv"
+
+
+# ------------------------------------------------------------------------- saving from the page
+
+
+def test_the_page_saves_in_a_subprocess(own_cache):
+    # start_save is what the Data page calls: the file is parsed by another process, never the server.
+    job = upload.start_save("sub", "genes.csv", csv_bytes(two_class_rows(40)))
+    assert job.poll() is None or job.result is not None
+    result = job.wait()
+    assert result.error == "" and result.info is not None and result.info.n_examples == 40
+    assert result.pid != os.getpid() and result.pid == job.process.pid
+    assert 0 < result.peak_rss_bytes < 2**30
+    assert upload.upload_info("sub") == result.info
+    assert leftovers(own_cache) == []
+
+    rows = [("ACGTACGT", f"class{i:02d}") for i in range(12)]
+    result = upload.start_save("sub", "small.csv", csv_bytes(rows)).wait()
+    assert result.info is None and "12 of 12 classes have fewer than 6 examples" in result.error
+    assert upload.upload_info("sub").filename == "genes.csv"  # the refused file replaced nothing
+    assert leftovers(own_cache) == []
+
+
+def test_the_page_is_refused_at_once_what_needs_no_parsing(own_cache):
+    with pytest.raises(DataValidationError, match="more than the upload limit of"):
+        upload.start_save("big", "big.csv", b"x" * 100, limits=UploadLimits(max_bytes=99))
+    with pytest.raises(LabError, match="not allowed"):
+        upload.start_save("Bad Name", "x.csv", b"sequence,label\n")
+    assert leftovers(own_cache) == []  # no pending folder, no process
+
+
+def test_a_save_that_runs_too_long_is_stopped(own_cache, monkeypatch):
+    monkeypatch.setattr(upload, "SAVE_TIMEOUT_S", 0)
+    job = upload.start_save("slow", "s.csv", csv_bytes(two_class_rows(40)))
+    result = job.wait()
+    assert result.info is None and "took longer than 0 s and was stopped" in result.error
+    assert upload.list_uploads() == [] and leftovers(own_cache) == []
+
+
+def test_streamlit_upload_limit_is_the_labs():
+    import tomllib
+
+    config = tomllib.loads((paths.REPO_ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
+    assert config["server"]["maxUploadSize"] * 2**20 == UploadLimits().max_bytes  # both in MB: 50

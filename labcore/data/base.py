@@ -178,27 +178,20 @@ def group_split(groups: list[str], fractions: tuple[float, float, float],
     return out
 
 
-# Ten slots of a dealt 80/10/10 split (see stratified_split): 8 train, 1 validation, 1 test.
-_DEALT_SLOTS = (0, 0, 0, 0, 1, 0, 0, 0, 0, 2)
-
-
 def stratified_split(labels: Sequence[Any], fractions: tuple[float, float, float], seed: int, *,
                      groups: Sequence[str] | None = None,
-                     dealt: bool = False) -> tuple[list[int], list[int], list[int]]:
+                     min_per_split: int = 0) -> tuple[list[int], list[int], list[int]]:
     """Seeded train/validation/test split of row indices that keeps each class's share in every split.
 
     The units (rows, or with ``groups`` whole groups, whose rows share one label) of each class are
-    shuffled, classes in sorted order. By default each class is then cut by its own rounded
-    ``fractions``: its first units to train, the next to validation, the rest to test. With ``dealt``
-    (80/10/10 only) the units are dealt class after class over a repeating pattern of ten slots
-    (8 train, 1 validation, 1 test): the totals match 80/10/10, and a class too small for three splits
-    still counts toward them instead of leaving validation or test empty. Each split lists its rows
-    in order.
+    shuffled, classes in sorted order, and each class is cut by its own rounded ``fractions``: its
+    first units to train, the next to validation, the rest to test. Validation and test get at least
+    ``min_per_split`` units of every class, train keeps the rest; a class with fewer than
+    ``3 * min_per_split`` units is a ValueError (uploads refuse such classes before they get here).
+    Each split lists its rows in order.
     """
     import numpy as np
 
-    if dealt and tuple(fractions) != (0.8, 0.1, 0.1):
-        raise ValueError(f"a dealt split is 80/10/10, not {fractions}")
     keys = list(groups) if groups is not None else list(range(len(labels)))
     by_label: dict[Any, list[Any]] = {}
     seen: set[Any] = set()
@@ -208,18 +201,15 @@ def stratified_split(labels: Sequence[Any], fractions: tuple[float, float, float
             by_label.setdefault(label, []).append(key)
     rng = np.random.default_rng(seed)
     where: dict[Any, int] = {}
-    slot = 0
     for label in sorted(by_label):
         units = sorted(by_label[label])
         order = [units[i] for i in rng.permutation(len(units))]
-        if dealt:
-            for unit in order:
-                where[unit] = _DEALT_SLOTS[slot % len(_DEALT_SLOTS)]
-                slot += 1
-            continue
-        n_val = int(round(len(order) * fractions[1]))
-        n_test = int(round(len(order) * fractions[2]))
+        n_val = max(min_per_split, int(round(len(order) * fractions[1])))
+        n_test = max(min_per_split, int(round(len(order) * fractions[2])))
         n_train = len(order) - n_val - n_test
+        if n_train < min_per_split:
+            raise ValueError(f"class {label!r} has {len(order)} units; {3 * min_per_split} are needed for "
+                             f"{min_per_split} in each split")
         for i, unit in enumerate(order):
             where[unit] = 0 if i < n_train else 1 if i < n_train + n_val else 2
     out: tuple[list[int], list[int], list[int]] = ([], [], [])

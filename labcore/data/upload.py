@@ -24,39 +24,55 @@ Formats, chosen by the file's extension (or by ``kind=``):
   flattened (row, column, channel), is one input vector, as the frozen pretrained transformer's
   image tasks (Lu et al.) do.
 
-Uploads are untrusted: the raw bytes are size-checked before parsing, zip members are read in
-memory (never extracted) after their paths, kinds and unpacked sizes are checked, ``.npy`` headers
+Uploads are untrusted: the raw bytes are size-checked before parsing, zip members are read one at a
+time (never extracted) after their paths, kinds and unpacked sizes are checked, ``.npy`` headers
 are checked before any array is allocated, and ``np.load`` always runs with ``allow_pickle=False``.
+What an upload may cost is bounded by :class:`UploadLimits` (bytes, examples, classes, symbols):
+CSV and FASTA files are read line by line from disk into flat arrays of symbol ids, and a file is
+refused as soon as it crosses a cap, with the cap named. Every class needs ``min_per_split``
+examples (files, for MIDI) in each of train, validation and test.
 
-Each upload lives in ``cache/uploads/NAME/``: the file as uploaded (``data.csv``, ``data.zip``, ...)
-and ``manifest.json`` (kind, alphabet, classes, counts, options, sha256, creation time). Saving
-validates the whole file in memory, writes into a temporary folder and only then swaps it in, so a
-bad file never replaces a good upload and a failed save leaves nothing behind.
+The Data page never parses in the server: :func:`start_save` writes the bytes to disk and starts
+``python -m labcore.data.upload FOLDER`` in a subprocess; the page polls the returned
+:class:`SaveJob`. :func:`save_upload` does the same work in the calling process (scripts, tests).
 
-The discipline ``upload:NAME`` reads the stored file again and splits it 80/10/10 (seeded,
-stratified by class; by file for MIDI). Its parameters carry the upload's ``fingerprint`` (a prefix
-of its sha256), so replacing the file gives new cache keys instead of serving the old data.
+Each upload lives in ``cache/uploads/NAME/``: the file as uploaded (``data.csv``, ``data.zip``, ...),
+``examples.npz`` (the validated examples: symbol ids or vectors, labels, groups; plain arrays) and
+``manifest.json`` (kind, alphabet, classes, counts, options, limits, sha256s, creation time). Saving
+writes into a temporary folder and only then swaps it in, so a bad file never replaces a good
+upload and a failed save leaves nothing behind.
+
+The discipline ``upload:NAME`` builds its data set from ``examples.npz`` (never parsing the file
+again) and splits it 80/10/10 (seeded, stratified by class; by file for MIDI), with at least
+``min_per_split`` examples of every class in every split. Its parameters carry the upload's
+``fingerprint`` (a prefix of its sha256), so replacing the file gives new cache keys instead of
+serving the old data.
 """
 
 from __future__ import annotations
 
+import array
 import csv
 import dataclasses
 import functools
 import hashlib
-import io
 import json
 import math
 import os
 import re
+import resource
 import shutil
+import subprocess
+import sys
 import tempfile
+import time
+import traceback
 import zipfile
 import zlib
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path, PurePosixPath
-from typing import Any, Sequence
+from typing import Any, BinaryIO, Iterator
 
 from labcore import paths
 from labcore.data.base import Discipline, DisciplineInfo, stratified_split
@@ -73,19 +89,57 @@ DEFAULT_MAX_LENGTH = {"csv": 512, "fasta": 512, "midi": 128, "npz": 512}
 MIDI_SUFFIXES = (".mid", ".midi")
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
 MANIFEST = "manifest.json"
-MANIFEST_FORMAT = 1
+EXAMPLES = "examples.npz"
+# 2: examples.npz holds the validated examples (format 1 kept only the file and parsed it per build)
+MANIFEST_FORMAT = 2
 _MB = 2**20
 
 
 @dataclass(frozen=True)
 class UploadLimits:
-    """What an upload may cost; every number is checked before the work it bounds is done."""
+    """What an upload may cost; every number is checked before (or while) the work it bounds is done.
 
-    max_bytes: int = 50 * _MB  # the uploaded file itself
-    max_unpacked_bytes: int = 200 * _MB  # all members of a .zip/.npz, decompressed (zip bombs)
-    max_zip_entries: int = 10_000  # a million empty entries is slow to list, not big
+    The defaults are the lab's caps, sized for a teaching lab on a 2-core machine with 24 GB that
+    several people share: the Data page states them, and ``.streamlit/config.toml`` sets
+    Streamlit's own upload limit to ``max_bytes`` (a test keeps the two equal).
+    """
+
+    # bytes: the uploaded file itself. 50 MB is far more labelled sequence data than a 2-core
+    # machine can train on in a lab session; Streamlit holds the upload in memory before the lab
+    # sees it, so its own limit (server.maxUploadSize) is set to the same number.
+    max_bytes: int = 50 * _MB
+    max_unpacked_bytes: int = 200 * _MB  # bytes: all members of a .zip/.npz, decompressed (zip bombs)
+    max_zip_entries: int = 10_000  # entries of a .zip: a million empty entries is slow to list, not big
     max_symbols: int = 256  # distinct symbols of a token upload (each becomes a vocabulary slot)
-    min_examples: int = 10  # rows (files for MIDI): with 80/10/10, fewer leaves a split empty
+    # examples (rows; MIDI: windows; npz: images). Each one costs a transformer's forward and
+    # backward pass on 2 CPU cores every epoch, so 200,000 is already a long epoch; the built-in
+    # disciplines are smaller (listops, for one, has 12,000).
+    max_rows: int = 200_000
+    # classes. The Data page draws a bar per class and split and lists every class by name: past
+    # ~100 classes neither reads, and a teaching upload (genes, composers, families) has a handful.
+    max_classes: int = 100
+    # symbols (tokens) of all examples together, after truncation. A run keeps every symbol as an
+    # int64 in the Arrow cache and again in its encoded splits: 160 MB each at 20 M, so a few runs
+    # side by side still fit in 24 GB next to their models. 20 M is 100 symbols a row at the row cap.
+    max_total_symbols: int = 20_000_000
+    # examples (files, for MIDI) of each class in each of train, validation and test: a class with
+    # fewer cannot be measured (one test example gives an accuracy of 0 or 1), so each class needs
+    # 3 * min_per_split of them.
+    min_per_split: int = 2
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.max_symbols < 0xD800:  # ids are stored as 1 or 2 bytes (see _Examples)
+            raise LabError(f"max_symbols must be between 1 and {0xD800 - 1}, not {self.max_symbols}")
+
+    @property
+    def min_per_class(self) -> int:
+        """Examples (files, for MIDI) a class needs so every split gets ``min_per_split`` of them."""
+        return 3 * self.min_per_split
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "UploadLimits":
+        known = {f.name for f in dataclasses.fields(cls)}  # a retired cap in an old manifest is skipped
+        return cls(**{k: v for k, v in data.items() if k in known})
 
 
 @dataclass(frozen=True)
@@ -120,21 +174,23 @@ class UploadInfo:
     ignored_entries: int  # zip entries skipped (hidden files, other file types)
     options: UploadOptions
     limits: UploadLimits
+    examples_sha256: str = ""  # of examples.npz; empty in format 1 manifests (no examples.npz)
+    format: int = MANIFEST_FORMAT
 
     @property
     def fingerprint(self) -> str:
         return self.sha256[:16]
 
     def to_dict(self) -> dict[str, Any]:
-        return {"format": MANIFEST_FORMAT, **dataclasses.asdict(self)}
+        return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "UploadInfo":
-        values = {k: v for k, v in data.items() if k != "format"}
+        values = dict(data)
         for key in ("alphabet", "class_names", "class_counts"):
             values[key] = tuple(values[key])
         values["options"] = UploadOptions(**values["options"])
-        values["limits"] = UploadLimits(**values["limits"])
+        values["limits"] = UploadLimits.from_dict(values["limits"])
         return cls(**values)
 
 
@@ -223,6 +279,55 @@ def _display_name(filename: str) -> str:
     return base or "upload"
 
 
+@dataclass(frozen=True)
+class SaveRequest:
+    """What to save, checked before any byte is parsed; what :func:`start_save` hands its subprocess."""
+
+    name: str
+    kind: str
+    filename: str  # for display only (see _display_name)
+    options: UploadOptions
+    limits: UploadLimits
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "SaveRequest":
+        return cls(name=data["name"], kind=data["kind"], filename=data["filename"],
+                   options=UploadOptions(**data["options"]), limits=UploadLimits.from_dict(data["limits"]))
+
+
+def save_request(name: str, filename: str, size: int, kind: str | None = None, *, max_length: int = 0,
+                 truncate: bool = False, patch_size: int = 4,
+                 limits: UploadLimits = UploadLimits()) -> SaveRequest:
+    """Check everything that needs no parsing (name, format, options, size); raise the refusal at once."""
+    name = _check_name(name)
+    kind = detect_kind(filename, kind)
+    shown = _display_name(filename)
+    if max_length < 0:
+        raise LabError(f"max_length must be positive (or 0 for the default), not {max_length}")
+    if patch_size < 1:
+        raise LabError(f"patch_size must be at least 1, not {patch_size}")
+    _check_size(size, shown, limits)
+    options = UploadOptions(max_length=max_length or DEFAULT_MAX_LENGTH[kind], truncate=truncate,
+                            patch_size=patch_size)
+    return SaveRequest(name=name, kind=kind, filename=shown, options=options, limits=limits)
+
+
+def _check_size(size: int, source: str, limits: UploadLimits) -> None:
+    if size > limits.max_bytes:
+        raise DataValidationError(f"{source} is {_mb(size)}, more than the upload limit of "
+                                  f"{_mb(limits.max_bytes)}; upload fewer examples, or raise the limit "
+                                  f"(save_upload(..., limits=UploadLimits(max_bytes=...)))")
+
+
+def _as_bytes(data: Any, filename: str) -> bytes | bytearray | memoryview:
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise LabError(f"{_display_name(filename)}: the upload must be given as bytes, not {type(data).__name__}")
+    return data
+
+
 def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, *,
                 max_length: int = 0, truncate: bool = False, patch_size: int = 4,
                 limits: UploadLimits = UploadLimits()) -> UploadInfo:
@@ -232,46 +337,86 @@ def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, 
     kind's default) bounds symbols per sequence, notes per MIDI window or patches per image; with
     ``truncate=True`` longer CSV/FASTA sequences are cut instead of refused. Raises
     :class:`DataValidationError` naming the line or file and the fix; then nothing is stored or changed.
+    Parses in this process; the Data page uses :func:`start_save`, which parses in a subprocess.
     """
-    name = _check_name(name)
-    kind = detect_kind(filename, kind)
-    shown = _display_name(filename)
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise LabError(f"{shown}: the upload must be given as bytes, not {type(data).__name__}")
-    data = bytes(data)
-    if max_length < 0:
-        raise LabError(f"max_length must be positive (or 0 for the default), not {max_length}")
-    if patch_size < 1:
-        raise LabError(f"patch_size must be at least 1, not {patch_size}")
-    options = UploadOptions(max_length=max_length or DEFAULT_MAX_LENGTH[kind], truncate=truncate,
-                            patch_size=patch_size)
-    parsed = parse_upload(kind, data, shown, options, limits)
+    data = _as_bytes(data, filename)
+    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
+                           patch_size=patch_size, limits=limits)
+    folder = _pending_folder(data)
+    try:
+        return save_file(request, folder / _INPUT)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
-    counts = [0] * len(parsed.class_names)
-    for label in parsed.labels:
-        counts[label] += 1
+
+_INPUT = "input"  # the uploaded bytes inside a pending folder
+_REQUEST = "request.json"
+_RESULT = "result.json"
+_LOG = "log.txt"
+
+
+def _pending_folder(data: bytes | bytearray | memoryview) -> Path:
+    root = uploads_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(dir=root, prefix=".pending-"))
+    try:
+        (folder / _INPUT).write_bytes(data)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return folder
+
+
+def save_file(request: SaveRequest, path: Path) -> UploadInfo:
+    """Validate the uploaded file at ``path`` and store it as ``request.name``; ``path`` is moved away.
+
+    ``path`` must lie in the uploads folder (a pending folder), so storing it is a rename.
+    """
+    shown, limits = request.filename, request.limits
+    _check_size(path.stat().st_size, shown, limits)
+    parsed = parse_upload(request.kind, path, shown, request.options, limits)
+    examples = path.with_name(EXAMPLES)
+    np = _numpy()
+    np.savez(examples, **parsed.arrays())  # plain arrays, read back with allow_pickle=False
+    counts = np.bincount(parsed.labels, minlength=len(parsed.class_names))
     info = UploadInfo(
-        name=name, kind=kind, filename=shown, stored=STORED_NAMES[kind], size_bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
+        name=request.name, kind=request.kind, filename=shown, stored=STORED_NAMES[request.kind],
+        size_bytes=path.stat().st_size, sha256=_sha256(path),
         created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         input_kind=parsed.input_kind, alphabet=parsed.alphabet, vector_dim=parsed.vector_dim,
-        class_names=parsed.class_names, class_counts=tuple(counts), n_examples=len(parsed.labels),
-        n_groups=len(set(parsed.groups)) if parsed.groups is not None else len(parsed.labels),
+        class_names=parsed.class_names, class_counts=tuple(int(n) for n in counts),
+        n_examples=len(parsed.labels),
+        n_groups=len(parsed.group_names) if parsed.groups is not None else len(parsed.labels),
         max_length=parsed.longest, truncated=parsed.truncated, ignored_entries=parsed.ignored,
-        options=options, limits=limits,
+        options=request.options, limits=limits, examples_sha256=_sha256(examples),
     )
-    _store(info, data)
+    _store(info, path, examples)
     return info
 
 
-def _store(info: UploadInfo, data: bytes) -> None:
+def _numpy():
+    import numpy
+
+    return numpy
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(_MB):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _store(info: UploadInfo, data: Path, examples: Path) -> None:
     root = uploads_dir()
     root.mkdir(parents=True, exist_ok=True)
     target = root / info.name
     incoming = Path(tempfile.mkdtemp(dir=root, prefix=".incoming-"))
     replaced = None
     try:
-        (incoming / info.stored).write_bytes(data)
+        os.replace(data, incoming / info.stored)
+        os.replace(examples, incoming / EXAMPLES)
         (incoming / MANIFEST).write_text(json.dumps(info.to_dict(), indent=1), encoding="utf-8")
         if target.exists():
             # Two renames: the old upload steps aside, the new one steps in; if the second fails the
@@ -293,40 +438,211 @@ def _store(info: UploadInfo, data: bytes) -> None:
             shutil.rmtree(replaced, ignore_errors=True)
 
 
+# ---------------------------------------------------------------------------- saving in a subprocess
+
+SAVE_TIMEOUT_S = 120  # seconds a save may run before the page stops it (a capped upload needs < 15)
+# bytes of address space the parsing subprocess may map: a parser that ran away fails with an error
+# in its own process instead of pushing the shared machine into swap (a capped upload peaks < 1 GB).
+SAVE_MEMORY_LIMIT = 4 * 2**30
+_STALE_PENDING_S = 3600  # seconds after which a pending folder no page polls any more is removed
+
+
+@dataclass(frozen=True)
+class SaveResult:
+    """How a save in a subprocess ended: ``info`` when saved, else ``error`` (the refusal)."""
+
+    info: UploadInfo | None
+    error: str
+    seconds: float  # wall time from start_save to the end of the subprocess
+    peak_rss_bytes: int  # the subprocess's peak resident memory (0 if unknown)
+    pid: int  # the process that parsed the file
+
+
+class SaveJob:
+    """An upload being checked and saved by ``python -m labcore.data.upload`` in a subprocess."""
+
+    def __init__(self, request: SaveRequest, folder: Path, process: subprocess.Popen) -> None:
+        self.request, self.folder, self.process = request, folder, process
+        self.started = time.time()
+        self.result: SaveResult | None = None
+
+    def poll(self) -> SaveResult | None:
+        """The result once the subprocess has ended, else None; stops it after SAVE_TIMEOUT_S."""
+        if self.result is not None:
+            return self.result
+        peak = 0
+        try:
+            pid, status, usage = os.wait4(self.process.pid, os.WNOHANG)
+        except ChildProcessError:  # reaped elsewhere: the result file still says how it went
+            pid, status, usage = self.process.pid, 0, None
+        if pid == 0:
+            if time.time() - self.started <= SAVE_TIMEOUT_S:
+                return None
+            self.process.kill()
+            pid, status, usage = os.wait4(self.process.pid, 0)
+        if usage is not None:
+            self.process.returncode = os.waitstatus_to_exitcode(status)
+            peak = usage.ru_maxrss * 1024  # kilobytes on Linux
+        self.result = self._read(peak)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        return self.result
+
+    def wait(self, poll_s: float = 0.05) -> SaveResult:
+        while (result := self.poll()) is None:
+            time.sleep(poll_s)
+        return result
+
+    def _read(self, peak: int) -> SaveResult:
+        seconds = time.time() - self.started
+        shown = self.request.filename
+        try:
+            outcome = json.loads((self.folder / _RESULT).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            if seconds > SAVE_TIMEOUT_S:
+                error = (f"{shown}: checking the file took longer than {SAVE_TIMEOUT_S} s and was stopped; "
+                         f"upload a smaller file")
+            else:
+                log = _tail(self.folder / _LOG)
+                error = (f"{shown}: the process checking the file ended without a result (exit status "
+                         f"{self.process.returncode}){': ' + log if log else ''}")
+            return SaveResult(info=None, error=error, seconds=seconds, peak_rss_bytes=peak, pid=self.process.pid)
+        info = UploadInfo.from_dict(outcome["info"]) if outcome.get("info") else None
+        return SaveResult(info=info, error=outcome.get("error", ""), seconds=seconds, peak_rss_bytes=peak,
+                          pid=outcome.get("pid", self.process.pid))
+
+
+def _tail(path: Path, limit: int = 400) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    return text[-limit:]
+
+
+def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *, max_length: int = 0,
+               truncate: bool = False, patch_size: int = 4, limits: UploadLimits = UploadLimits()) -> SaveJob:
+    """Start checking and saving an upload in a subprocess; poll the returned job for its result.
+
+    What needs no parsing (name, format, options, size) is checked here and refused at once with a
+    :class:`LabError`; the bytes are written to a pending folder under the uploads folder and
+    ``python -m labcore.data.upload FOLDER`` parses them, so a large file costs the subprocess its
+    time and memory, never the caller (the Streamlit server).
+    """
+    data = _as_bytes(data, filename)
+    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
+                           patch_size=patch_size, limits=limits)
+    _remove_stale_pending()
+    folder = _pending_folder(data)
+    try:
+        (folder / _REQUEST).write_text(json.dumps(request.to_dict()), encoding="utf-8")
+        env = {**os.environ, "TRANSFERLAB_CACHE": str(paths.cache_dir().resolve())}
+        with open(folder / _LOG, "wb") as log:
+            process = subprocess.Popen([sys.executable, "-m", "labcore.data.upload", str(folder)],
+                                       cwd=paths.REPO_ROOT, env=env, stdin=subprocess.DEVNULL, stdout=log,
+                                       stderr=subprocess.STDOUT, start_new_session=True)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+    return SaveJob(request, folder, process)
+
+
+def _remove_stale_pending() -> None:
+    root = uploads_dir()
+    if not root.is_dir():
+        return
+    for folder in root.glob(".pending-*"):
+        try:
+            if time.time() - folder.stat().st_mtime > _STALE_PENDING_S:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def _main(argv: list[str]) -> int:
+    """``python -m labcore.data.upload FOLDER``: save FOLDER/input as FOLDER/request.json asks."""
+    if len(argv) != 1:
+        print("usage: python -m labcore.data.upload PENDING_FOLDER (started by the Data page)", file=sys.stderr)
+        return 2
+    folder = Path(argv[0])
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard == resource.RLIM_INFINITY or hard > SAVE_MEMORY_LIMIT:
+        resource.setrlimit(resource.RLIMIT_AS, (SAVE_MEMORY_LIMIT, hard))
+    outcome: dict[str, Any] = {"pid": os.getpid()}
+    try:
+        request = SaveRequest.from_dict(json.loads((folder / _REQUEST).read_text(encoding="utf-8")))
+        try:
+            outcome["info"] = save_file(request, folder / _INPUT).to_dict()
+        except LabError as error:
+            outcome["error"] = str(error)
+        except MemoryError:
+            outcome["error"] = (f"{request.filename}: checking the file needed more than "
+                                f"{SAVE_MEMORY_LIMIT // 2**30} GB of memory; upload a smaller file")
+    except Exception as error:  # noqa: BLE001 - the page shows it; the log keeps the traceback
+        traceback.print_exc()
+        outcome["error"] = f"the upload could not be saved: {type(error).__name__}: {error}"
+    scratch = folder / (_RESULT + ".tmp")
+    scratch.write_text(json.dumps(outcome), encoding="utf-8")
+    os.replace(scratch, folder / _RESULT)  # the page never reads half a result
+    return 0
+
+
 # ---------------------------------------------------------------------------------------- parsing
 
 
 @dataclass(frozen=True)
 class ParsedUpload:
-    """A validated upload in memory: one entry per example (a window, for MIDI)."""
+    """A validated upload as flat arrays: one entry per example (a window, for MIDI)."""
 
     input_kind: str
     class_names: tuple[str, ...]
-    labels: list[int]  # index into class_names
-    tokens: list[list[int]] | None = None  # input_kind "tokens": indices into alphabet
+    labels: Any  # int32 [N]: index into class_names
+    tokens: Any = None  # input_kind "tokens": symbol ids (uint8 or uint16), all examples end to end
+    offsets: Any = None  # int64 [N + 1]: example i is tokens[offsets[i]:offsets[i + 1]]
     vectors: Any = None  # input_kind "vectors": float32 array [N, patches, vector_dim]
-    groups: list[str] | None = None  # MIDI: the file each window comes from
+    groups: Any = None  # MIDI: int32 [N], index into group_names (the file each window comes from)
+    group_names: tuple[str, ...] = ()
     alphabet: tuple[str, ...] = ()
     vector_dim: int = 0
     longest: int = 0
     truncated: int = 0
     ignored: int = 0
 
+    def arrays(self) -> dict[str, Any]:
+        """The arrays saved as examples.npz (no object arrays: they load with allow_pickle=False)."""
+        np = _numpy()
+        out = {"labels": self.labels}
+        if self.input_kind == "tokens":
+            out.update(tokens=self.tokens, offsets=self.offsets)
+        else:
+            out["vectors"] = self.vectors
+        if self.groups is not None:
+            out.update(groups=self.groups, group_names=np.array(self.group_names, dtype=str))
+        return out
 
-def parse_upload(kind: str, data: bytes, source: str, options: UploadOptions,
+
+def parse_upload(kind: str, path: Path, source: str, options: UploadOptions,
                  limits: UploadLimits = UploadLimits()) -> ParsedUpload:
-    """Validate and read an upload's bytes; ``source`` names the file in error messages."""
-    if len(data) > limits.max_bytes:
-        raise DataValidationError(f"{source} is {_mb(len(data))}, more than the upload limit of "
-                                  f"{_mb(limits.max_bytes)}; upload fewer examples, or raise the limit "
-                                  f"(save_upload(..., limits=UploadLimits(max_bytes=...)))")
-    if not data.strip():
-        raise DataValidationError(f"{source} is empty; upload a file that holds labelled examples "
-                                  f"({_format_hint(kind)})")
-    reader = {"csv": _parse_csv, "fasta": _parse_fasta, "midi": _parse_midi_zip, "npz": _parse_npz}[kind]
-    parsed = reader(data, source, options, limits)
+    """Validate and read an uploaded file; ``source`` names the file in error messages."""
+    _check_size(path.stat().st_size, source, limits)
+    with open(path, "rb") as handle:
+        if _blank(handle):
+            raise DataValidationError(f"{source} is empty; upload a file that holds labelled examples "
+                                      f"({_format_hint(kind)})")
+        reader = {"csv": _parse_csv, "fasta": _parse_fasta, "midi": _parse_midi_zip, "npz": _parse_npz}[kind]
+        parsed = reader(handle, source, options, limits)
     _check_classes(parsed, source, limits, kind)
     return parsed
+
+
+def _blank(handle: BinaryIO) -> bool:
+    """Whether the file holds nothing but whitespace (reads only up to its first other byte)."""
+    handle.seek(0)
+    while chunk := handle.read(_MB):
+        if chunk.strip():
+            handle.seek(0)
+            return False
+    handle.seek(0)
+    return True
 
 
 def _format_hint(kind: str) -> str:
@@ -340,20 +656,176 @@ def _mb(n: int) -> str:
     return f"{n / _MB:.1f} MB"
 
 
-def _decode(data: bytes, source: str) -> str:
+def _lines(handle: BinaryIO, source: str) -> Iterator[str]:
+    """The file's lines as text, ends kept, decoded one at a time (the line of a bad byte is known)."""
+    handle.seek(0)
+    for number, raw in enumerate(handle, 1):
+        try:
+            # -sig: spreadsheet programs start CSVs with a byte-order mark
+            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+        except UnicodeDecodeError as error:
+            raise DataValidationError(f"{source}: line {number}: not UTF-8 text (byte {raw[error.start]:#04x}); "
+                                      f"save the file as UTF-8 text") from None
+
+
+_WHITESPACE = re.compile(r"\s")
+
+
+class _Spaced(Exception):
+    """A sequence with whitespace turned up: the whole file is read again as space-separated symbols."""
+
+
+class _Examples:
+    """Examples gathered while a file streams by, with every cap checked as it is crossed.
+
+    Symbol ids go end to end into one byte buffer (1 byte per symbol, 2 when ``max_symbols`` > 256),
+    with a row end and a label per example: no Python object per symbol or per example survives a
+    line. Ids are given in order of first appearance and renumbered (sorted alphabet, sorted
+    classes) once at the end.
+    """
+
+    def __init__(self, source: str, options: UploadOptions, limits: UploadLimits, *, spaced: bool = False,
+                 alphabet: tuple[str, ...] = ()) -> None:
+        self.source, self.options, self.limits, self.spaced = source, options, limits, spaced
+        self.width = 1 if limits.max_symbols <= 256 else 2
+        self.encoding = "latin-1" if self.width == 1 else "utf-16-le"
+        self.ids = bytearray()
+        self.ends = array.array("q")
+        self.labels = array.array("i")
+        self.groups = array.array("i")
+        self.group_names: dict[str, int] = {}
+        self.symbols: dict[str, int] = {s: i for i, s in enumerate(alphabet)}
+        self.fixed = bool(alphabet)  # MIDI: the alphabet is all 128 pitches, ids given
+        self.known = set(self.symbols)
+        self.table: dict[int, str] = {}  # ord(symbol) -> chr(id), for str.translate
+        self.classes: dict[str, int] = {}
+        self.longest = 0
+        self.too_long = 0
+        self.first_too_long: tuple[str, int] | None = None  # where, length
+        self.longest_too_long = 0
+
+    def __len__(self) -> int:
+        return len(self.ends)
+
+    def _klass(self, label: str, where: str) -> int:
+        klass = self.classes.get(label)
+        if klass is None:
+            if len(self.classes) >= self.limits.max_classes:
+                raise DataValidationError(
+                    f"{self.source}: {where}: label {label[:40]!r} would be class {len(self.classes) + 1:,}, more "
+                    f"than the lab's cap of {self.limits.max_classes} classes; merge related classes or drop "
+                    f"the rows of classes you do not need")
+            klass = self.classes[label] = len(self.classes)
+        return klass
+
+    def _room(self, length: int, where: str) -> int:
+        """Check the row and symbol caps for one more example of ``length`` symbols; its kept length."""
+        limits = self.limits
+        if len(self.ends) >= limits.max_rows:
+            raise DataValidationError(
+                f"{self.source}: {where}: more than {limits.max_rows:,} examples, the lab's cap on rows; "
+                f"upload at most {limits.max_rows:,} (a random sample of each class keeps their shares)")
+        if length > self.options.max_length:
+            self.too_long += 1
+            self.longest_too_long = max(self.longest_too_long, length)
+            if self.first_too_long is None:
+                self.first_too_long = (where, length)
+            length = self.options.max_length
+        total = len(self.ids) // self.width + length
+        if total > limits.max_total_symbols:
+            raise DataValidationError(
+                f"{self.source}: {where}: more than {limits.max_total_symbols:,} symbols in all, the lab's cap "
+                f"on total symbols; upload fewer or shorter sequences (a smaller max_length with "
+                f"truncate=True cuts every sequence)")
+        return length
+
+    def _new_symbol(self, symbol: str, where: str) -> int:
+        if len(self.symbols) >= self.limits.max_symbols:
+            few = ", ".join(repr(a) for a in list(self.symbols)[:8])
+            raise DataValidationError(
+                f"{self.source}: {where}: more than {self.limits.max_symbols} distinct symbols, the most a token "
+                f"upload may have (first few: {few}, ...); check that the sequence column holds symbols, not "
+                f"free text (a sequence with a space makes every sequence space-separated), or merge rare "
+                f"symbols")
+        new = self.symbols[symbol] = len(self.symbols)
+        self.known.add(symbol)
+        if len(symbol) == 1:
+            self.table[ord(symbol)] = chr(new)
+        return new
+
+    def add(self, sequence: str, label: str, where: str) -> None:
+        """One example: a stripped, non-empty sequence (characters, or whitespace-separated symbols)."""
+        if not self.spaced and _WHITESPACE.search(sequence):
+            raise _Spaced
+        klass = self._klass(label, where)
+        parts: Any = sequence.split() if self.spaced else sequence
+        keep = self._room(len(parts), where)
+        parts = parts[:keep]
+        if self.spaced:
+            ids = [self.symbols.get(p) if p in self.known else self._new_symbol(p, where) for p in parts]
+            self.ids += bytes(ids) if self.width == 1 else array.array("H", ids).tobytes()
+        else:
+            if not self.known.issuperset(parts):
+                for symbol in sorted(set(parts) - self.known):
+                    self._new_symbol(symbol, where)
+            self.ids += parts.translate(self.table).encode(self.encoding)
+        self._end(keep, klass)
+
+    def add_ids(self, ids: list[int], label: str, group: str, where: str) -> None:
+        """One example of ids into the fixed alphabet (MIDI pitches), from the file ``group``."""
+        klass = self._klass(label, where)
+        keep = self._room(len(ids), where)
+        self.ids += bytes(ids[:keep])
+        self.groups.append(self.group_names.setdefault(group, len(self.group_names)))
+        self._end(keep, klass)
+
+    def _end(self, length: int, klass: int) -> None:
+        self.ends.append(len(self.ids) // self.width)
+        self.labels.append(klass)
+        self.longest = max(self.longest, length)
+
+    def finish(self) -> ParsedUpload:
+        np = _numpy()
+        limit = self.options.max_length
+        if self.too_long and not self.options.truncate:
+            where, length = self.first_too_long
+            raise DataValidationError(
+                f"{self.source}: {where}: sequence of length {length} > max_length {limit} "
+                f"({self.too_long} sequence(s) are longer, the longest has {self.longest_too_long}); upload "
+                f"again with max_length={self.longest_too_long}, or with truncate=True to cut sequences to "
+                f"{limit} symbols")
+        ids = np.frombuffer(self.ids, dtype=np.uint8 if self.width == 1 else np.uint16)
+        if self.fixed:
+            alphabet = tuple(self.symbols)
+        else:
+            alphabet = tuple(sorted(self.symbols))
+            renumber = np.empty(max(len(alphabet), 1), dtype=ids.dtype)
+            renumber[[self.symbols[s] for s in alphabet]] = np.arange(len(alphabet), dtype=ids.dtype)
+            ids = renumber[ids]
+        class_names = tuple(sorted(self.classes))
+        relabel = np.empty(max(len(class_names), 1), dtype=np.int32)
+        relabel[[self.classes[c] for c in class_names]] = np.arange(len(class_names), dtype=np.int32)
+        offsets = np.zeros(len(self.ends) + 1, dtype=np.int64)
+        offsets[1:] = np.frombuffer(self.ends, dtype=np.int64)
+        groups = np.frombuffer(self.groups, dtype=np.int32).copy() if self.group_names else None
+        return ParsedUpload(
+            input_kind="tokens", class_names=class_names,
+            labels=relabel[np.frombuffer(self.labels, dtype=np.int32)], tokens=ids, offsets=offsets,
+            groups=groups, group_names=tuple(self.group_names), alphabet=alphabet, longest=self.longest,
+            truncated=self.too_long)
+
+
+def _parse_csv(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
+    # One rule for the whole file, so "AB" never means two symbols on one line and one on another:
+    # read as characters until a sequence holds whitespace, then read the file again, space-separated.
     try:
-        return data.decode("utf-8-sig")  # -sig: spreadsheet programs start CSVs with a byte-order mark
-    except UnicodeDecodeError as error:
-        line = data[:error.start].count(b"\n") + 1
-        raise DataValidationError(f"{source}: line {line}: not UTF-8 text (byte {data[error.start]:#04x}); "
-                                  f"save the file as UTF-8 text") from None
+        return _read_csv(handle, _Examples(source, options, limits), source)
+    except _Spaced:
+        return _read_csv(handle, _Examples(source, options, limits, spaced=True), source)
 
 
-def _parse_csv(data: bytes, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
-    reader = csv.reader(io.StringIO(_decode(data, source), newline=""))
-    sequences: list[str] = []
-    labels: list[str] = []
-    lines: list[int] = []
+def _read_csv(handle: BinaryIO, examples: _Examples, source: str) -> ParsedUpload:
+    reader = csv.reader(_lines(handle, source))
     try:
         header = next(reader, None)
         while header is not None and not any(cell.strip() for cell in header):
@@ -381,24 +853,28 @@ def _parse_csv(data: bytes, source: str, options: UploadOptions, limits: UploadL
             if not label:
                 raise DataValidationError(f"{source}: line {number}: missing label; every example needs "
                                           f"its class name in the label column")
-            sequences.append(sequence)
-            labels.append(label)
-            lines.append(number)
+            examples.add(sequence, label, f"line {number}")
     except csv.Error as error:
         raise DataValidationError(f"{source}: line {reader.line_num}: not valid CSV ({error}); save the "
                                   f"file as comma-separated text with a sequence,label header") from None
-    if not sequences:
+    if not len(examples):
         raise DataValidationError(f"{source} has a header but no examples; add lines sequence,label below it")
-    # One rule for the whole file, so "AB" never means two symbols on one line and one on another.
-    spaced = any(any(ch.isspace() for ch in s) for s in sequences)
-    symbols = [s.split() if spaced else list(s) for s in sequences]
-    where = [f"line {n}" for n in lines]
-    return _token_upload(symbols, labels, where, source, options, limits)
+    return examples.finish()
 
 
-def _parse_fasta(data: bytes, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
-    records: list[tuple[int, str, list[str]]] = []  # header line, label, sequence parts
-    for number, raw in enumerate(_decode(data, source).splitlines(), 1):
+def _parse_fasta(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
+    examples = _Examples(source, options, limits)
+    record: tuple[int, str, list[str]] | None = None  # header line, label, sequence parts
+
+    def finish(record: tuple[int, str, list[str]]) -> None:
+        number, label, parts = record
+        sequence = "".join(parts)
+        if not sequence:
+            raise DataValidationError(f"{source}: line {number}: empty sequence (the record has a header "
+                                      f"but no sequence lines); add its sequence or remove the record")
+        examples.add(sequence, label, f"line {number}")
+
+    for number, raw in enumerate(_lines(handle, source), 1):
         line = raw.strip()
         if not line or line.startswith(";"):  # ';' starts a comment in classic FASTA
             continue
@@ -412,47 +888,18 @@ def _parse_fasta(data: bytes, source: str, options: UploadOptions, limits: Uploa
             if not label:
                 raise DataValidationError(f"{source}: line {number}: missing label after '|'; write the "
                                           f"header as >id|label")
-            records.append((number, label, []))
+            if record is not None:
+                finish(record)
+            record = (number, label, [])
         else:
-            if not records:
+            if record is None:
                 raise DataValidationError(f"{source}: line {number}: sequence before the first header; "
                                           f"start every record with a header line >id|label")
-            records[-1][2].append("".join(line.split()))
-    if not records:
+            record[2].append("".join(line.split()))
+    if record is None:
         raise DataValidationError(f"{source} holds no FASTA records; start each with a header >id|label")
-    for number, _label, parts in records:
-        if not "".join(parts):
-            raise DataValidationError(f"{source}: line {number}: empty sequence (the record has a header "
-                                      f"but no sequence lines); add its sequence or remove the record")
-    return _token_upload([list("".join(parts)) for _, _, parts in records], [r[1] for r in records],
-                         [f"line {r[0]}" for r in records], source, options, limits)
-
-
-def _token_upload(symbols: list[list[str]], labels: list[str], where: list[str], source: str,
-                  options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
-    limit = options.max_length
-    too_long = [i for i, s in enumerate(symbols) if len(s) > limit]
-    if too_long and not options.truncate:
-        first, longest = too_long[0], max(len(symbols[i]) for i in too_long)
-        raise DataValidationError(
-            f"{source}: {where[first]}: sequence of length {len(symbols[first])} > max_length {limit} "
-            f"({len(too_long)} sequence(s) are longer, the longest has {longest}); upload again with "
-            f"max_length={longest}, or with truncate=True to cut sequences to {limit} symbols")
-    symbols = [s[:limit] for s in symbols]
-    alphabet = tuple(sorted({sym for seq in symbols for sym in seq}))
-    if len(alphabet) > limits.max_symbols:
-        few = ", ".join(repr(a) for a in alphabet[:8])
-        raise DataValidationError(
-            f"{source}: {len(alphabet)} distinct symbols, more than the {limits.max_symbols} a token upload "
-            f"may have (first few: {few}, ...); check that the sequence column holds symbols, not free "
-            f"text (a sequence with a space makes every sequence space-separated), or merge rare symbols")
-    index = {sym: i for i, sym in enumerate(alphabet)}
-    class_names = tuple(sorted(set(labels)))
-    class_index = {c: i for i, c in enumerate(class_names)}
-    return ParsedUpload(
-        input_kind="tokens", class_names=class_names, labels=[class_index[c] for c in labels],
-        tokens=[[index[sym] for sym in seq] for seq in symbols], alphabet=alphabet,
-        longest=max(len(s) for s in symbols), truncated=len(too_long))
+    finish(record)
+    return examples.finish()
 
 
 def _check_classes(parsed: ParsedUpload, source: str, limits: UploadLimits, kind: str) -> None:
@@ -460,20 +907,32 @@ def _check_classes(parsed: ParsedUpload, source: str, limits: UploadLimits, kind
         only = parsed.class_names[0] if parsed.class_names else "(none)"
         raise DataValidationError(f"{source}: every example has the label {only!r}; a classifier needs at "
                                   f"least 2 classes: add examples of another class")
-    units = len(set(parsed.groups)) if parsed.groups is not None else len(parsed.labels)
-    if units < limits.min_examples:
-        what = "MIDI files" if kind == "midi" else "examples"
-        raise DataValidationError(f"{source}: only {units} {what}; at least {limits.min_examples} are needed "
-                                  f"so that the 80/10/10 split gives validation and test examples: add more")
+    np = _numpy()
+    if parsed.groups is not None:  # MIDI: a file's windows share its class and its split
+        first = np.unique(parsed.groups, return_index=True)[1]
+        units, what = parsed.labels[first], "MIDI files"
+    else:
+        units, what = parsed.labels, "examples"
+    counts = np.bincount(units, minlength=len(parsed.class_names))
+    need = limits.min_per_class
+    small = [(parsed.class_names[i], int(counts[i])) for i in np.flatnonzero(counts < need)]
+    if small:
+        shown = ", ".join(f"{name!r} ({n})" for name, n in small[:10])
+        more = f" and {len(small) - 10} more" if len(small) > 10 else ""
+        raise DataValidationError(
+            f"{source}: {len(small)} of {len(parsed.class_names)} classes have fewer than {need} {what}: "
+            f"{shown}{more}. Each class needs {need} so that train, validation and test each hold "
+            f"{limits.min_per_split} of it; add {what} to these classes, merge them into related ones, "
+            f"or drop their rows")
 
 
 # ------------------------------------------------------------------------------------ zip archives
 
 
-def _open_zip(data: bytes, source: str, limits: UploadLimits) -> zipfile.ZipFile:
+def _open_zip(handle: BinaryIO, source: str, limits: UploadLimits) -> zipfile.ZipFile:
     """Open an untrusted zip (or .npz) after checking every entry's path, kind and declared size."""
     try:
-        archive = zipfile.ZipFile(io.BytesIO(data))
+        archive = zipfile.ZipFile(handle)
     except (zipfile.BadZipFile, OSError, ValueError) as error:
         raise DataValidationError(f"{source} is not a readable zip archive ({error}); create it again "
                                   f"with a zip tool (or np.savez for .npz)") from None
@@ -524,15 +983,14 @@ class _ReadBudget:
         return b"".join(chunks)
 
 
-def _parse_midi_zip(data: bytes, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
+def _parse_midi_zip(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
     from labcore.data.music import UnreadableMidiError, note_names, pitches_from_midi, windows
 
-    archive = _open_zip(data, source, limits)
+    archive = _open_zip(handle, source, limits)
     budget = _ReadBudget(source, limits.max_unpacked_bytes)
     window = options.max_length
-    tokens: list[list[int]] = []
-    labels: list[str] = []
-    groups: list[str] = []
+    # Pitches 0..127 are the ids; windows are never longer than max_length, so none is "too long".
+    examples = _Examples(source, options, limits, alphabet=note_names())
     ignored = 0
     with archive:
         for entry in sorted(archive.infolist(), key=lambda e: e.filename):
@@ -559,17 +1017,11 @@ def _parse_midi_zip(data: bytes, source: str, options: UploadOptions, limits: Up
             # Full windows only, as the music discipline cuts them (equal-length examples, so no
             # short tail gets a full vote); a piece shorter than one window is kept whole.
             for cut in windows(pitches, window):
-                tokens.append(cut)
-                labels.append(parts[-2])
-                groups.append("/".join(parts))
-    if not tokens:
+                examples.add_ids(cut, parts[-2], "/".join(parts), entry.filename)
+    if not len(examples):
         raise DataValidationError(f"{source} holds no .mid or .midi files; zip class folders of MIDI files "
                                   f"(composerA/piece1.mid)")
-    class_names = tuple(sorted(set(labels)))
-    return ParsedUpload(
-        input_kind="tokens", class_names=class_names, labels=[class_names.index(c) for c in labels],
-        tokens=tokens, groups=groups, alphabet=note_names(), longest=max(len(t) for t in tokens),
-        ignored=ignored)
+    return dataclasses.replace(examples.finish(), ignored=ignored)
 
 
 # ----------------------------------------------------------------------------------------- images
@@ -598,10 +1050,10 @@ _NUMERIC_HINT = {"images": "numbers, e.g. images.astype(np.float32)",
                  "labels": "integers or fixed-width strings, e.g. np.asarray(labels, dtype=str)"}
 
 
-def _parse_npz(data: bytes, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
+def _parse_npz(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
     import numpy as np
 
-    archive = _open_zip(data, source, limits)
+    archive = _open_zip(handle, source, limits)
     with archive:
         members = set(archive.namelist())
         missing = [k for k in ("images", "labels") if f"{k}.npy" not in members]
@@ -634,9 +1086,14 @@ def _parse_npz(data: bytes, source: str, options: UploadOptions, limits: UploadL
     if image_shape[0] == 0 or 0 in image_shape[1:]:
         raise DataValidationError(f"{source}: images has shape {image_shape}, which holds no pixels; save at "
                                   f"least one non-empty image per example")
+    if image_shape[0] > limits.max_rows:
+        raise DataValidationError(f"{source}: {image_shape[0]:,} images, more than {limits.max_rows:,}, the lab's "
+                                  f"cap on examples; upload at most {limits.max_rows:,} (a random sample of "
+                                  f"each class keeps their shares)")
 
+    handle.seek(0)
     try:
-        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:  # never pickle: the file is untrusted
+        with np.load(handle, allow_pickle=False) as arrays:  # never pickle: the file is untrusted
             images, raw_labels = arrays["images"], arrays["labels"]
     except (ValueError, zipfile.BadZipFile, zlib.error, EOFError, OSError) as error:
         raise DataValidationError(f"{source}: the arrays cannot be read ({error}); save them again with "
@@ -663,9 +1120,14 @@ def _parse_npz(data: bytes, source: str, options: UploadOptions, limits: UploadL
         values = raw_labels.astype(np.int64).tolist()
         names = [str(v) for v in values]
         class_names = tuple(str(v) for v in sorted(set(values)))
+    if len(class_names) > limits.max_classes:
+        raise DataValidationError(f"{source}: {len(class_names):,} classes, more than the lab's cap of "
+                                  f"{limits.max_classes} classes; merge related classes or drop the images of "
+                                  f"classes you do not need")
     index = {c: i for i, c in enumerate(class_names)}
     return ParsedUpload(
-        input_kind="vectors", class_names=class_names, labels=[index[n] for n in names], vectors=patches,
+        input_kind="vectors", class_names=class_names,
+        labels=np.array([index[n] for n in names], dtype=np.int32), vectors=patches,
         vector_dim=int(patches.shape[2]), longest=int(patches.shape[1]))
 
 
@@ -730,39 +1192,52 @@ class UploadedDiscipline(Discipline):
         )
 
     def available(self) -> tuple[bool, str]:
-        if not (uploads_dir() / self.upload.name / self.upload.stored).is_file():
-            return False, f"the file of upload {self.upload.name!r} is gone: upload it again"
+        up = self.upload
+        if up.format < 2:
+            return False, (f"upload {up.name!r} was saved by an older version of the lab, which kept no "
+                           f"checked examples: upload the file again")
+        if not (uploads_dir() / up.name / EXAMPLES).is_file():
+            return False, f"the examples of upload {up.name!r} are gone: upload the file again"
         return True, ""
 
     def build(self, params: Any, progress):
         import datasets
+        import numpy as np
+        import pyarrow as pa
 
         up = self.upload
         if params.fingerprint != up.fingerprint:
             raise DataValidationError(f"upload {up.name!r} has changed since these parameters were made "
                                       f"(fingerprint {params.fingerprint}, now {up.fingerprint}); set the run "
                                       f"up again on the current upload")
-        path = uploads_dir() / up.name / up.stored
-        progress(f"reading {up.filename}")
+        ok, why = self.available()
+        if not ok:
+            raise DataValidationError(why)
+        path = uploads_dir() / up.name / EXAMPLES
+        progress(f"reading the checked examples of {up.filename}")
         try:
-            data = path.read_bytes()
-        except OSError as error:
-            raise DataValidationError(f"upload {up.name!r}: cannot read {path} ({error}); upload the file "
-                                      f"again") from None
-        if hashlib.sha256(data).hexdigest() != up.sha256:
-            raise DataValidationError(f"upload {up.name!r}: {path} no longer matches its manifest (sha256); "
-                                      f"delete the upload and upload the file again")
-        parsed = parse_upload(up.kind, data, up.filename, up.options, up.limits)
-        columns: dict[str, Any] = {"label": parsed.labels}
-        if parsed.input_kind == "tokens":
-            columns["tokens"] = parsed.tokens
+            if _sha256(path) != up.examples_sha256:
+                raise DataValidationError(f"upload {up.name!r}: {path} no longer matches its manifest "
+                                          f"(sha256); delete the upload and upload the file again")
+            with np.load(path, allow_pickle=False) as stored:  # plain arrays: never pickled objects
+                arrays = {key: stored[key] for key in stored.files}
+        except (OSError, ValueError, zipfile.BadZipFile) as error:
+            raise DataValidationError(f"upload {up.name!r}: cannot read {path} ({error}); delete the upload "
+                                      f"and upload the file again") from None
+        labels = arrays["labels"].astype(np.int64)
+        groups = arrays["group_names"][arrays["groups"]].tolist() if "groups" in arrays else None
+        if up.input_kind == "tokens":
+            # Arrow straight from the flat arrays: one list<int64> column, no Python object per symbol.
+            tokens = pa.ListArray.from_arrays(pa.array(arrays["offsets"]), pa.array(arrays["tokens"].astype(np.int64)))
+            table = {"label": pa.array(labels), "tokens": tokens}
+            if groups is not None:
+                table["group"] = pa.array(groups, type=pa.string())
+            full = datasets.Dataset(pa.table(table))
         else:
-            columns["vectors"] = parsed.vectors
-        if parsed.groups is not None:
-            columns["group"] = parsed.groups
-        full = datasets.Dataset.from_dict(columns)
-        train, val, test = stratified_split(parsed.labels, SPLIT_FRACTIONS, params.seed, groups=parsed.groups,
-                                            dealt=True)
+            columns: dict[str, Any] = {"label": labels, "vectors": arrays["vectors"]}
+            full = datasets.Dataset.from_dict(columns)
+        train, val, test = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
+                                            min_per_split=up.limits.min_per_split)
         return datasets.DatasetDict(train=full.select(train), validation=full.select(val),
                                     test=full.select(test))
 
@@ -770,3 +1245,7 @@ class UploadedDiscipline(Discipline):
 def uploaded_discipline(name: str) -> UploadedDiscipline:
     """The discipline of saved upload ``name`` (``upload:NAME`` or ``NAME``)."""
     return UploadedDiscipline(upload_info(name))
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
