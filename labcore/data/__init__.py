@@ -12,7 +12,8 @@ from collections import Counter
 from typing import Any
 
 from labcore.data.base import (  # noqa: F401  (re-exported for callers)
-    Discipline, DisciplineInfo, NoParams, ProgressFn, Summary, load_cached, parse_params,
+    Discipline, DisciplineInfo, NoParams, ProgressFn, Summary, example_lengths, label_counts, load_cached,
+    parse_params,
 )
 from labcore.registry import Registry
 
@@ -79,11 +80,9 @@ def summarize(name: str, params: dict[str, Any] | None = None, preset: str = "",
     counts: Counter[str] = Counter()
     if info.output_kind == "class":
         for split in dataset:
-            for label in dataset[split]["label"]:
-                counts[info.class_names[label]] += 1
-    column = {"tokens": "tokens", "vectors": "vectors", "text": "text"}[info.input_kind]
-    lengths = [len(x.split()) if info.input_kind == "text" else len(x)
-               for split in dataset for x in dataset[split][column]]
+            per_class = label_counts(dataset[split], len(info.class_names))
+            counts.update({c: n for c, n in zip(info.class_names, per_class) if n})
+    lengths = [n for split in dataset for n in example_lengths(dataset[split], info.input_kind)]
     train = dataset["train"]
     examples = tuple(f"[{label_name(info, train[i]['label'])}] {render(info, train[i])}"
                      for i in range(min(n_examples, len(train))))
