@@ -2,7 +2,9 @@
 source; the assets (weights and data) on this machine; and the upload form for a discipline of your own.
 
 Building a data set the first time (music parses hundreds of scores) runs in a background thread of the
-server with its progress shown, so the page never waits for it.
+server with its progress shown, so the page never waits for it. An uploaded file is checked and saved by a
+subprocess (labcore.data.upload.start_save) that the page polls: a large file costs that process, never the
+server that every user's page runs in.
 """
 
 from __future__ import annotations
@@ -39,17 +41,13 @@ def _built(name: str, params: Any) -> bool:
 def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
     """Sizes, class counts per split, every length, and a few examples (plain data, cached per build)."""
     dataset, info = disciplines.load(name, json.loads(params_json), progress=lambda _m: None)
-    column = {"tokens": "tokens", "vectors": "vectors", "text": "text"}[info.input_kind]
     sizes = {split: len(dataset[split]) for split in dataset}
     counts: dict[str, dict[str, int]] = {}
     lengths: list[int] = []
     for split in dataset:
         if info.output_kind == "class":
-            by_class = {c: 0 for c in info.class_names}
-            for label in dataset[split]["label"]:
-                by_class[info.class_names[label]] += 1
-            counts[split] = by_class
-        lengths += [len(x.split()) if info.input_kind == "text" else len(x) for x in dataset[split][column]]
+            counts[split] = dict(zip(info.class_names, data_base.label_counts(dataset[split], len(info.class_names))))
+        lengths += data_base.example_lengths(dataset[split], info.input_kind)
     train = dataset["train"]
     picks = np.linspace(0, len(train) - 1, num=min(6, len(train)), dtype=int).tolist() if len(train) else []
     examples = [{"label": disciplines.label_name(info, train[i]["label"]),
@@ -162,12 +160,51 @@ with tab_disc:
 
 
 # ------------------------------------------------------------------------------------------- uploads
+def upload_caps(limits: uploads.UploadLimits) -> str:
+    return (f"Limits: a file of at most {limits.max_bytes // 2**20} MB; at most {limits.max_rows:,} examples "
+            f"(MIDI: windows; npz: images), {limits.max_classes} classes, {limits.max_total_symbols:,} symbols in "
+            f"all and {limits.max_symbols} distinct symbols. Every class needs at least {limits.min_per_class} "
+            f"examples (MIDI: files), so that train, validation and test each hold {limits.min_per_split}. A file "
+            f"over a limit is refused as soon as it crosses it, with the limit named.")
+
+
+@st.fragment(run_every=common.REFRESH.task_s)
+def upload_checking() -> None:
+    """The upload being checked in its subprocess, until it ends (then the whole page reruns)."""
+    job = st.session_state["upload.job"]
+    result = job.poll()
+    if result is None:
+        st.info(f"Checking {job.request.filename} as upload:{job.request.name}… "
+                f"({fmt_duration(time.time() - job.started)})", icon=":material/hourglass_top:")
+        return
+    st.session_state["upload.result"] = result
+    del st.session_state["upload.job"]
+    st.rerun(scope="app")  # the list of saved uploads below has changed
+
+
+def upload_result() -> None:
+    """How the last upload ended, kept until the next one."""
+    result = st.session_state.get("upload.result")
+    if result is None:
+        return
+    if result.info is None:
+        st.error(f"The upload was not saved: {result.error}")
+        return
+    saved = result.info
+    inputs = f"alphabet of {len(saved.alphabet)} symbols" if saved.alphabet else f"vectors of {saved.vector_dim}"
+    st.success(f"Saved as discipline **upload:{saved.name}**: {saved.n_examples:,} examples, "
+               f"{len(saved.class_names)} classes ({', '.join(saved.class_names)}), {inputs}"
+               f"{', ' + str(saved.truncated) + ' truncated' if saved.truncated else ''}. Checked in "
+               f"{result.seconds:.1f} s. Pick it on **New experiment**.")
+
+
 with tab_upload:
     st.markdown("Train on your own labelled data: it becomes the discipline `upload:NAME`, split 80/10/10 "
                 "(stratified, seeded).")
     st.caption("Formats: **CSV** with columns `sequence` and `label`; **FASTA** with headers `>id|label`; **zip** of "
                "MIDI files in one folder per class; **npz** with arrays `images` and `labels`. The file is checked "
                "completely before anything is saved; a bad file never replaces a good upload.")
+    st.caption(upload_caps(uploads.UploadLimits()))
     with st.form("upload", clear_on_submit=False):
         c1, c2 = st.columns(2)
         upload_name = c1.text_input("Name (a-z, 0-9, -)", key="w:upload.name", placeholder="my-genes")
@@ -180,23 +217,23 @@ with tab_upload:
         patch = int(c3.number_input("patch size (images)", min_value=1, value=4, step=1, key="w:upload.patch"))
         submitted = st.form_submit_button("Check and save")
     if submitted:
+        st.session_state.pop("upload.result", None)
         if file is None:
             st.error("Choose a file to upload first (CSV, FASTA, a zip of MIDI files, or npz).")
+        elif "upload.job" in st.session_state:
+            st.warning("A file is still being checked: wait for its result before uploading another.")
         else:
             try:
-                saved = uploads.save_upload(upload_name.strip(), file.name, file.getvalue(),
-                                            None if kind.startswith("from") else kind, max_length=max_length,
-                                            truncate=truncate, patch_size=patch)
-            except LabError as exc:
-                st.error(f"The upload was not saved: {exc}")
-            else:
-                inputs = (f"alphabet of {len(saved.alphabet)} symbols" if saved.alphabet
-                          else f"vectors of {saved.vector_dim}")
-                st.success(f"Saved as discipline **upload:{saved.name}**: {saved.n_examples:,} examples, "
-                           f"{len(saved.class_names)} classes ({', '.join(saved.class_names)}), "
-                           f"{inputs}"
-                           f"{', ' + str(saved.truncated) + ' truncated' if saved.truncated else ''}. Pick it on "
-                           f"**New experiment**.")
+                st.session_state["upload.job"] = uploads.start_save(
+                    upload_name.strip(), file.name, file.getvalue(), None if kind.startswith("from") else kind,
+                    max_length=max_length, truncate=truncate, patch_size=patch)
+            except LabError as exc:  # what needs no parsing (name, format, size) is refused at once
+                st.session_state["upload.result"] = uploads.SaveResult(info=None, error=str(exc), seconds=0.0,
+                                                                       peak_rss_bytes=0, pid=0)
+    if "upload.job" in st.session_state:
+        upload_checking()
+    else:
+        upload_result()
     saved_uploads = uploads.list_uploads()
     if saved_uploads:
         st.markdown("**Saved uploads**")
