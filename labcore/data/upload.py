@@ -1228,18 +1228,22 @@ class UploadedDiscipline(Discipline):
         groups = arrays["group_names"][arrays["groups"]].tolist() if "groups" in arrays else None
         if up.input_kind == "tokens":
             # Arrow straight from the flat arrays: one list<int64> column, no Python object per symbol.
-            tokens = pa.ListArray.from_arrays(pa.array(arrays["offsets"]), pa.array(arrays["tokens"].astype(np.int64)))
-            table = {"label": pa.array(labels), "tokens": tokens}
+            columns = {"label": pa.array(labels), "tokens": pa.ListArray.from_arrays(
+                pa.array(arrays["offsets"]), pa.array(arrays["tokens"].astype(np.int64)))}
             if groups is not None:
-                table["group"] = pa.array(groups, type=pa.string())
-            full = datasets.Dataset(pa.table(table))
+                columns["group"] = pa.array(groups, type=pa.string())
+            table = pa.table(columns)
         else:
-            columns: dict[str, Any] = {"label": labels, "vectors": arrays["vectors"]}
-            full = datasets.Dataset.from_dict(columns)
-        train, val, test = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
-                                            min_per_split=up.limits.min_per_split)
-        return datasets.DatasetDict(train=full.select(train), validation=full.select(val),
-                                    test=full.select(test))
+            table = datasets.Dataset.from_dict({"label": labels, "vectors": arrays["vectors"]}).data.table
+        del arrays
+        parts = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
+                                 min_per_split=up.limits.min_per_split)
+        # Each split is taken out of the table in Arrow; the fingerprints are given (the upload's
+        # sha256 prefix and the seed), where datasets would otherwise hash every row to make them.
+        return datasets.DatasetDict({
+            split: datasets.Dataset(table.take(pa.array(rows, type=pa.int64())),
+                                    fingerprint=f"upload-{up.fingerprint}-{params.seed}-{split}")
+            for split, rows in zip(("train", "validation", "test"), parts)})
 
 
 def uploaded_discipline(name: str) -> UploadedDiscipline:
