@@ -119,6 +119,13 @@ def test_an_upload_saved_before_checked_examples_asks_to_be_uploaded_again(own_c
         discipline.build(disciplines.parse_params(discipline), lambda _m: None)
 
 
+def test_csv_line_ends_of_every_kind_and_a_byte_order_mark():
+    text = "sequence,label\r\n" + "".join(f"ACG{'T' * (i % 3)},{'ab'[i % 2]}\r" for i in range(12))
+    info = save_upload("ends", "e.csv", b"\xef\xbb\xbf" + text.encode())
+    assert info.n_examples == 12 and info.class_names == ("a", "b") and info.alphabet == ("A", "C", "G", "T")
+    raises(r"line 3: not UTF-8", save_upload, "x", "x.csv", b"sequence,label\rAC,a\r\xff,b\r")
+
+
 def test_csv_extra_columns_and_header_order_are_accepted():
     text = "id,label,sequence\n" + "".join(f"{i},{'ab'[i % 2]},XYZ{'X' * (i % 3)}\n" for i in range(12))
     info = save_upload("extra", "x.csv", text.encode())

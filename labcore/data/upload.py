@@ -373,7 +373,6 @@ def save_file(request: SaveRequest, path: Path) -> UploadInfo:
     ``path`` must lie in the uploads folder (a pending folder), so storing it is a rename.
     """
     shown, limits = request.filename, request.limits
-    _check_size(path.stat().st_size, shown, limits)
     parsed = parse_upload(request.kind, path, shown, request.options, limits)
     examples = path.with_name(EXAMPLES)
     np = _numpy()
@@ -444,7 +443,9 @@ SAVE_TIMEOUT_S = 120  # seconds a save may run before the page stops it (a cappe
 # bytes of address space the parsing subprocess may map: a parser that ran away fails with an error
 # in its own process instead of pushing the shared machine into swap (a capped upload peaks < 1 GB).
 SAVE_MEMORY_LIMIT = 4 * 2**30
-_STALE_PENDING_S = 3600  # seconds after which a pending folder no page polls any more is removed
+# seconds after which a pending folder no page polls any more, or the incoming folder of a save
+# stopped half-way, is removed
+_STALE_S = 3600
 
 
 @dataclass(frozen=True)
@@ -550,9 +551,9 @@ def _remove_stale_pending() -> None:
     root = uploads_dir()
     if not root.is_dir():
         return
-    for folder in root.glob(".pending-*"):
+    for folder in [*root.glob(".pending-*"), *root.glob(".incoming-*")]:
         try:
-            if time.time() - folder.stat().st_mtime > _STALE_PENDING_S:
+            if time.time() - folder.stat().st_mtime > _STALE_S:
                 shutil.rmtree(folder, ignore_errors=True)
         except OSError:
             pass
@@ -564,9 +565,11 @@ def _main(argv: list[str]) -> int:
         print("usage: python -m labcore.data.upload PENDING_FOLDER (started by the Data page)", file=sys.stderr)
         return 2
     folder = Path(argv[0])
-    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-    if hard == resource.RLIM_INFINITY or hard > SAVE_MEMORY_LIMIT:
-        resource.setrlimit(resource.RLIMIT_AS, (SAVE_MEMORY_LIMIT, hard))
+    # Bounds of its own, should the page that polls it be gone: memory, and CPU past the time limit.
+    for which, most in ((resource.RLIMIT_AS, SAVE_MEMORY_LIMIT), (resource.RLIMIT_CPU, SAVE_TIMEOUT_S + 10)):
+        _soft, hard = resource.getrlimit(which)
+        if hard == resource.RLIM_INFINITY or hard > most:
+            resource.setrlimit(which, (most, hard))
     outcome: dict[str, Any] = {"pid": os.getpid()}
     try:
         request = SaveRequest.from_dict(json.loads((folder / _REQUEST).read_text(encoding="utf-8")))
@@ -659,13 +662,17 @@ def _mb(n: int) -> str:
 def _lines(handle: BinaryIO, source: str) -> Iterator[str]:
     """The file's lines as text, ends kept, decoded one at a time (the line of a bad byte is known)."""
     handle.seek(0)
-    for number, raw in enumerate(handle, 1):
-        try:
-            # -sig: spreadsheet programs start CSVs with a byte-order mark
-            yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
-        except UnicodeDecodeError as error:
-            raise DataValidationError(f"{source}: line {number}: not UTF-8 text (byte {raw[error.start]:#04x}); "
-                                      f"save the file as UTF-8 text") from None
+    number = 0
+    for chunk in handle:
+        # A file reads by b"\n"; lines that end in a lone b"\r" (old Mac files) are split here.
+        for raw in (chunk,) if b"\r" not in chunk else chunk.splitlines(keepends=True):
+            number += 1
+            try:
+                # -sig: spreadsheet programs start CSVs with a byte-order mark
+                yield raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise DataValidationError(f"{source}: line {number}: not UTF-8 text (byte "
+                                          f"{raw[error.start]:#04x}); save the file as UTF-8 text") from None
 
 
 _WHITESPACE = re.compile(r"\s")
