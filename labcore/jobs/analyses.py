@@ -68,7 +68,10 @@ class SimilaritySpec(AnalysisSpec):
     models: tuple[ModelRef, ...] = (ModelRef(), ModelRef(init="random"))
     examples: int = 256
     measure: str = "pwcca"
-    pooled: bool = True  # mean over positions (models may tokenise differently); False: every position
+    # False: every position is a row (Kao's table 1; needs both models to give the same positions), so CCA
+    # has far more rows than dimensions. True: one mean vector per example (models that tokenise apart).
+    pooled: bool = False
+    last_only: bool = False  # only the last layers against each other (table 1), not every pair of layers
 
 
 @dataclass(frozen=True)
@@ -213,11 +216,19 @@ def similarity(spec: SimilaritySpec, ctx: JobContext) -> Iterator[Event]:
     if reps[0][0].shape[0] != reps[1][0].shape[0]:
         raise LabError("the two models split the examples into different numbers of positions; compare them "
                        "pooled (one vector per example) instead")
+    if spec.last_only:
+        reps = [r[-1:] for r in reps]
     yield _progress(f"{spec.measure} between {len(reps[0])} x {len(reps[1])} layers")
     matrix = layer_similarity(reps[0], reps[1], pwcca if spec.measure == "pwcca" else linear_cka)
+    rows, width = reps[0][0].shape[0], max(reps[0][-1].shape[1], reps[1][-1].shape[1])
+    notes = []
+    if spec.measure == "pwcca" and rows < 4 * width:
+        # CCA finds perfect correlations when rows are few against dimensions: the number says little.
+        notes.append(f"only {rows} rows for {width} dimensions: CCA needs many more rows than dimensions "
+                     f"(use more examples, or every position), so these values overstate similarity")
     yield {"type": "result", "status": "done", "record": {
         "measure": spec.measure, "models": labels, "matrix": matrix.tolist(), "last": float(matrix[-1, -1]),
-        "examples": int(reps[0][0].shape[0]) if spec.pooled else spec.examples}}
+        "examples": spec.examples, "rows": int(rows), "pooled": spec.pooled, "notes": notes}}
 
 
 def heads(spec: HeadsSpec, ctx: JobContext) -> Iterator[Event]:
