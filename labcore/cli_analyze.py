@@ -1,8 +1,9 @@
 """``python -m labcore analyze KIND``: one analysis of models, run here (or queued with ``--queue``);
 its numbers as JSON on the last line.
 
-Models are ``--model NAME[@INIT[@SEED]]`` (``minilm``, ``minilm@random@1``, ``tiny:bert@random``) or
-``--model run=KEY`` for a finished run's fine-tuned weights; give ``--model`` once per model.
+Models are ``--model NAME[@INIT[@SEED[@MAPPING]]]`` (``minilm``, ``minilm@random@1``, ``tiny:bert@random``,
+``antiberty@pretrained@0@letters``: residues as AntiBERTy's own tokens) or ``--model run=KEY`` for a
+finished run's fine-tuned weights; give ``--model`` once per model.
 """
 
 from __future__ import annotations
@@ -19,23 +20,24 @@ from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, ModelRef
 
 
 def parse_model(text: str) -> ModelRef:
-    """``NAME[@INIT[@SEED]]`` or ``run=KEY``."""
+    """``NAME[@INIT[@SEED[@MAPPING]]]`` or ``run=KEY``."""
     if text.startswith("run="):
         return ModelRef(run=text[len("run="):])
     name, *rest = text.split("@")
-    if len(rest) > 2 or not name:
-        raise LabError(f"--model {text!r}: give NAME, NAME@INIT, NAME@INIT@SEED or run=KEY")
+    if len(rest) > 3 or not name:
+        raise LabError(f"--model {text!r}: give NAME, NAME@INIT, NAME@INIT@SEED, NAME@INIT@SEED@MAPPING or run=KEY")
     try:
-        seed = int(rest[1]) if len(rest) == 2 else 0
+        seed = int(rest[1]) if len(rest) >= 2 else 0
     except ValueError:
         raise LabError(f"--model {text!r}: the seed after the second @ must be a whole number") from None
-    return ModelRef(model=name, init=rest[0] if rest else "pretrained", seed=seed)
+    return ModelRef(model=name, init=rest[0] if rest else "pretrained", seed=seed,
+                    mapping=rest[2] if len(rest) == 3 else "auto")
 
 
 def add_arguments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="why transfer works: one analysis of models (JSON on the last line)")
     p.add_argument("kind", choices=ANALYSES)
-    p.add_argument("--model", action="append", default=None, metavar="NAME[@INIT[@SEED]]|run=KEY",
+    p.add_argument("--model", action="append", default=None, metavar="NAME[@INIT[@SEED[@MAPPING]]]|run=KEY",
                    help="a model to analyse (repeat; default: minilm and minilm@random)")
     p.add_argument("--discipline", default=None)
     p.add_argument("--dparam", action="append", metavar="KEY=VALUE", help="discipline parameter")
