@@ -120,3 +120,43 @@ def result_view() -> None:
 
 
 result_view()
+
+
+# ------------------------------------------------------------------------------------------ layer curves
+st.divider()
+st.subheader("Layer curves")
+st.caption("What each layer contributes, measured by training: probing every layer, re-initialising the "
+           "layers after k, a block of layers, or shuffling their order (Tamkin et al.), each point over "
+           "seeds, beside the full fine-tune of the pretrained model and of a random init. Every point is a "
+           "real run at the quick budget.")
+from labcore.analysis.curves import CURVES, curve_figure, curve_specs, curve_table  # noqa: E402
+from labcore.models import known_layers  # noqa: E402
+from labcore.spec import make_spec  # noqa: E402
+
+with st.form("curve"):
+    c1, c2, c3 = st.columns(3)
+    curve = c1.selectbox("Curve", list(CURVES), format_func=lambda c: CURVES[c].title, key="an.curve")
+    model = c2.selectbox("Model", list(state.backbones()), key="an.curve.model")
+    curve_discipline = c3.selectbox("Discipline", names, key="an.curve.discipline")
+    seeds = st.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="an.curve.seeds")
+    queued = st.form_submit_button("Queue the curve's runs")
+layers = known_layers(model)
+group = f"curve:{curve}:{model}:{curve_discipline}"
+if queued:
+    if layers is None:
+        st.error(f"{model}'s configuration is not on this machine yet, so its layers are unknown: run any "
+                 f"experiment with it once (that fetches it), then queue the curve.")
+    else:
+        try:
+            specs = curve_specs(curve, make_spec(model=model, discipline=curve_discipline), layers, seeds or [0])
+            executor.submit_group(group, specs, priority="sweep")
+            st.success(f"{len(specs)} runs queued as the group {group!r} (finished ones come from the store).")
+        except LabError as exc:
+            st.error(str(exc))
+if group in store.groups():
+    records = state.results(store, store.group(group)["keys"])
+    if records:
+        st.plotly_chart(curve_figure(curve, records), key=f"curve-{group}")
+        st.dataframe(curve_table(curve, records))
+    st.caption(f"{len(records)} of {len(store.group(group)['keys'])} runs of {group!r} have a result; the "
+               f"Runs page follows them live.")
