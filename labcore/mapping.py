@@ -90,6 +90,15 @@ class Vocab:
         object.__setattr__(self, "unused_ids", tuple(int(i) for i in self.unused_ids))
 
     @property
+    def unknown_id(self) -> int | None:
+        """The tokenizer's unknown token ([UNK] or <unk>), if it has one among its special tokens."""
+        for name in ("[UNK]", "<unk>"):
+            i = self.index.get(name)
+            if i is not None and i in self.special_ids:
+                return i
+        return None
+
+    @property
     def size(self) -> int:
         return len(self.tokens)
 
@@ -438,18 +447,24 @@ def validate(spec: MappingSpec, alphabet: tuple[str, ...] | None, ids: np.ndarra
         named = [f"{symbols[j]!r} -> {ids[j]}" for j in outside.tolist()]
         raise MappingError(f"{where}: ids outside [0, {vocab.size}): {_listing(named)}; use ids below "
                            f"{vocab.size} (the vocabulary size)")
+    # A kind that reads symbols as the model's tokenizer does may send the ones it cannot spell to the
+    # tokenizer's unknown token, several of them: exactly what that tokenizer does with them.
+    unknown = vocab.unknown_id if spec.kind in KINDS and KINDS[spec.kind].shares_unknown else None
     if not spec.allow_special and vocab.special_ids:
         special = np.isin(ids, np.fromiter(vocab.special_ids, dtype=np.int64))
         if text:
             special &= ids != np.arange(vocab.size)
+        if unknown is not None:
+            special &= ids != unknown
         hits = np.flatnonzero(special)
         if hits.size:
             named = [f"{symbols[j]!r} -> {vocab.tokens[ids[j]]} (id {ids[j]})" for j in hits.tolist()]
             raise MappingError(f"{where}: symbols land on special tokens: {_listing(named)}; {special_fix}")
     unique, counts = np.unique(ids, return_counts=True)
-    if unique.size != ids.size:
+    shared_ids = [i for i in unique[counts > 1].tolist() if i != unknown]
+    if shared_ids:
         groups = []
-        for shared in unique[counts > 1].tolist():
+        for shared in shared_ids:
             owners = [repr(symbols[j]) for j in np.flatnonzero(ids == shared).tolist()]
             groups.append(f"{' and '.join(owners)} share id {shared} ({vocab.tokens[shared]})")
         raise MappingError(f"{where} is not one-to-one: {_listing(groups)}; give each symbol its own id")
@@ -469,14 +484,16 @@ class Kind:
     build: Builder
     params: tuple[str, ...]
     description: str
+    shares_unknown: bool = False  # symbols may share the tokenizer's unknown token, as its own tokenizer does
 
 
 KINDS: Registry[Kind] = Registry("mapping kind")
 
 
-def _register(name: str, params: tuple[str, ...], description: str) -> Callable[[Builder], Builder]:
+def _register(name: str, params: tuple[str, ...], description: str,
+              shares_unknown: bool = False) -> Callable[[Builder], Builder]:
     def wrap(builder: Builder) -> Builder:
-        KINDS.register(name, Kind(name, builder, params, description))
+        KINDS.register(name, Kind(name, builder, params, description, shares_unknown))
         return builder
     return wrap
 
@@ -586,6 +603,23 @@ def _letters(spec: MappingSpec, alphabet: tuple[str, ...] | None, vocab: Vocab) 
         raise MappingError(f"no token of vocabulary {vocab.label} spells {_listing(missing)} (tried exact and "
                            f"lower-case); use 'table' to choose their ids, or 'random'")
     return np.array(ids, dtype=np.int64)
+
+
+@_register("native", ("allow_special",),
+           "Each symbol as the model's own tokenizer reads it: the token that spells it, and its unknown token "
+           "for symbols it has none for (a protein model's 20 residues, with gaps and rare codes unknown).",
+           shares_unknown=True)
+def _native(spec: MappingSpec, alphabet: tuple[str, ...] | None, vocab: Vocab) -> np.ndarray:
+    if alphabet is None:
+        raise MappingError("native maps an alphabet onto the tokens that spell it; text is already read by its "
+                           "tokenizer: use 'identity'")
+    index = vocab.index
+    spelled = [index.get(symbol, index.get(symbol.lower())) for symbol in alphabet]
+    if None in spelled and vocab.unknown_id is None:
+        missing = [repr(s) for s, i in zip(alphabet, spelled) if i is None]
+        raise MappingError(f"vocabulary {vocab.label} spells none of {_listing(missing)} and has no unknown token "
+                           f"to read them as; use 'letters' with a table, or 'random'")
+    return np.array([vocab.unknown_id if i is None else i for i in spelled], dtype=np.int64)
 
 
 @_register("table", ("table", "allow_special"),

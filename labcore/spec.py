@@ -32,7 +32,7 @@ BUDGETS = ("quick", "standard", "paper")
 # records under older keys stay in the store and on the pages, and a resubmitted spec runs again.
 #   2: validation and test predictions of the best checkpoint in eval mode (dropout had been left on).
 RESULTS_REVISION = 2
-MAPPING_KINDS = ("auto", "identity", "shift", "random", "unused", "letters", "table", "none")
+MAPPING_KINDS = ("auto", "identity", "shift", "random", "unused", "letters", "native", "table", "none")
 TRAIN_SIZES = ("full", "1%", "500", "5000")  # the choices the pages offer; any N or P% is accepted
 
 # The shortest max_length a run accepts (0 aside: the discipline's own): room for [CLS] and [SEP] and at

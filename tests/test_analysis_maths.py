@@ -307,3 +307,28 @@ def test_logme_prefers_features_that_determine_the_labels():
     # More dimensions than examples, and duplicated columns: still a finite score.
     wide = rng.normal(size=(10, 30))
     assert np.isfinite(logme(np.hstack([wide, wide]), labels[:10]))
+
+
+# ------------------------------------------------------------------------------------------- layer curves
+def test_layer_curves_are_sweeps_of_protocols_with_their_reference_runs():
+    from labcore.analysis.curves import curve_figure, curve_specs, curve_table
+    from labcore.errors import LabError
+    from labcore.record import RunRecord
+    from labcore.spec import make_spec
+
+    base = make_spec(model="tiny:bert", discipline="bits-xor")
+    specs = curve_specs("reinit_after", base, layers=2, seeds=(0, 1))
+    assert [dict(s.protocol_params).get("k") for s in specs[:6]] == [0, 0, 1, 1, 2, 2]
+    assert [(s.protocol, s.init) for s in specs[6:]] == [("full", "pretrained")] * 2 + [("full", "random")] * 2
+    records = [RunRecord(key=str(i), spec=s.to_dict(), status="done", metric="accuracy", best_step=5,
+                         test={"accuracy": 0.5 + 0.1 * dict(s.protocol_params).get("k", 0) + 0.01 * s.seed})
+               for i, s in enumerate(specs)]
+    table = curve_table("reinit_after", records)
+    points = table[table["reference"] == ""]
+    assert list(points["x"]) == [0.0, 1.0, 2.0] and list(points["n"]) == [2, 2, 2]
+    assert np.allclose(points["mean"], [0.505, 0.605, 0.705])
+    assert set(table["reference"]) == {"", "full fine-tune, pretrained", "full fine-tune, random"}
+    fig = curve_figure("reinit_after", records)
+    assert len(fig.data) == 1 and len(fig.layout.shapes) == 2  # the curve and two reference lines
+    with pytest.raises(LabError, match="valid curves"):
+        curve_specs("nope", base, layers=2)

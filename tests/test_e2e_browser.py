@@ -150,3 +150,32 @@ def test_a_demo_end_to_end_in_chromium(server):
                 _shot(page, name)
         finally:
             browser.close()
+
+
+def test_an_analysis_in_chromium(server):
+    """An analysis job of the tiny model (pretrained vs random, PWCCA between layers) computed by a real
+    worker, then drawn by the Analysis page: the heat map and its table, and a screenshot."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from labcore.executor import LocalExecutor
+    from labcore.jobs.analyses import ModelRef, SimilaritySpec
+    from labcore.store import Store
+
+    base, cache = server
+    store = Store(cache / "store")
+    spec = SimilaritySpec(models=(ModelRef(model="tiny:bert"), ModelRef(model="tiny:bert", init="random")),
+                          discipline="listops", examples=16,
+                          discipline_params=(("n_test", 16), ("n_train", 48), ("n_validation", 16)))
+    key = LocalExecutor(store).submit(spec).key  # starts a worker on the app's store
+    store.close()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1800})
+            page.goto(f"{base}/analysis?job={key}")
+            expect(page.get_by_role("heading", name=re.compile("Analysis")).first).to_be_visible(timeout=60_000)
+            expect(page.get_by_text("PWCCA of the last layers")).to_be_visible(timeout=240_000)
+            expect(page.locator(".js-plotly-plot").first).to_be_visible()
+            _shot(page, "11-analysis")
+        finally:
+            browser.close()

@@ -94,13 +94,13 @@ def test_vocab_normalises_lists_and_sets():
 
 
 def test_kinds_registry_and_descriptions():
-    assert KINDS.names() == ["identity", "shift", "random", "unused", "letters", "table"]
+    assert KINDS.names() == ["identity", "shift", "random", "unused", "letters", "native", "table"]
     for kind in KINDS:
         line = describe_kind(kind)
         assert line and "\n" not in line
     assert "1000" in describe_kind("shift") and "§2.1" in describe_kind("shift")
     assert "§2.2" in describe_kind("random")
-    with pytest.raises(MappingError, match="valid kinds: identity, shift, random, unused, letters, table"):
+    with pytest.raises(MappingError, match="valid kinds: identity, shift, random, unused, letters, native, table"):
         describe_kind("rot13")
 
 
@@ -575,3 +575,15 @@ def test_antiberty_vocab_letters_and_no_unused(fetched_assets):
     assert "'antiberty' has no [unusedN] tokens" in message and "'random'" in message
     message = errors(MappingSpec("letters"), residues + ("X", "B"), vocab)
     assert "spells 'X', 'B'" in message
+
+
+def test_native_reads_symbols_as_the_models_tokenizer_does():
+    vocab = Vocab(tokens=("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "A", "C", "D"),
+                  special_ids=frozenset(range(5)), name="protein")
+    mapping = build_mapping(MappingSpec(kind="native"), ("A", "C", "D", "-", "X"), vocab)
+    assert mapping.tokens == ("A", "C", "D", "[UNK]", "[UNK]")  # unspelled symbols share the unknown token
+    no_unknown = Vocab(tokens=("[PAD]", "A"), special_ids=frozenset({0}), name="tiny")
+    with pytest.raises(MappingError, match="no unknown token"):
+        build_mapping(MappingSpec(kind="native"), ("A", "-"), no_unknown)
+    with pytest.raises(MappingError, match="not one-to-one"):  # letters still refuses to share
+        build_mapping(MappingSpec(kind="table", table=(("A", 5), ("C", 5))), ("A", "C"), vocab)

@@ -30,7 +30,7 @@ from labcore.store import ACTIVE, open_store
 REPO = Path(__file__).resolve().parent.parent
 APP = str(REPO / "app.py")
 PAGES = ["pages/new_experiment.py", "pages/runs.py", "pages/compare.py", "pages/attention.py", "pages/mapping.py",
-         "pages/data.py"]
+         "pages/data.py", "pages/analysis.py"]
 SMALL_BITS = {"n_train": 64, "n_validation": 32, "n_test": 32}
 SMALL_LISTOPS = {"n_train": 64, "n_validation": 16, "n_test": 16, "max_depth": 4, "max_args": 4, "min_length": 8,
                  "max_length": 40}
@@ -265,6 +265,31 @@ def test_mapping_page_reruns_an_unchanged_mapping_from_the_store(lab):
     assert at.query_params["rerun"] == [lab.listops] or at.query_params["rerun"] == lab.listops
     assert "nothing retrained" in texts(at)
     assert lab.store.queued() == []
+
+
+def test_the_analysis_page_queues_an_analysis_of_two_runs_and_draws_it(lab):
+    from labcore.pool import stop_workers
+
+    at = page("pages/analysis.py")
+    no_exception(at)
+    options = at.multiselect(key="an.models").options
+    runs = [next(o for o in options if o.startswith(f"run {k[:8]}")) for k in (lab.pair[0], lab.pair[2])]
+    at.multiselect(key="an.models").set_value(runs)
+    at.selectbox(key="an.discipline").select("bits-xor")
+    at.number_input(key="an.examples").set_value(16)
+    try:
+        at.button[0].click().run()  # the form's submit button
+        no_exception(at)
+        jobs = [r for r in lab.store.jobs(kind="similarity")]
+        assert len(jobs) == 1 and jobs[0]["requires"] == [lab.pair[0], lab.pair[2]]  # pretrained vs random, tuned
+    finally:
+        stop_workers(lab.store, timeout_s=30)  # the page's executor started one; this test runs its own
+    run_worker_until_idle(lab.store, lab.cache)
+    key = jobs[0]["key"]
+    assert lab.store.get(key)["status"] == "done", lab.store.log(key)
+    shown = page("pages/analysis.py", job=key)
+    no_exception(shown)
+    assert len(shown.get("plotly_chart")) == 1 and "PWCCA of the last layers" in texts(shown)
 
 
 # -------------------------------------------------------------------------------------------- the form

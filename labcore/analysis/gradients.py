@@ -27,14 +27,26 @@ def per_example_grads(module: nn.Module, params: Mapping[str, torch.Tensor],
     ``inputs`` [B, ...] and ``targets`` [B, ...]; each example goes through the module as a batch of
     one, so ``loss_fn(output [1, ...], target [1, ...]) -> scalar`` may reduce by mean. Put the module
     in eval mode first: dropout would draw differently from an ordinary pass, and batch norm would see
-    batches of one.
+    batches of one. The batch goes through ``vmap``; a module whose forward reads tensor values in
+    Python (transformers' attention masks do) raises there, and then one backward pass per example
+    gives the same numbers.
     """
-    params = {name: p.detach() for name, p in params.items()}
+    detached = {name: p.detach() for name, p in params.items()}
 
     def loss_of_one(p, x, y):  # x [...], y [...] -> scalar
         return loss_fn(functional_call(module, p, (x.unsqueeze(0),)), y.unsqueeze(0))
 
-    return vmap(grad(loss_of_one), in_dims=(None, 0, 0))(params, inputs, targets)
+    try:
+        return vmap(grad(loss_of_one), in_dims=(None, 0, 0))(detached, inputs, targets)
+    except (RuntimeError, NotImplementedError):
+        pass
+    names = list(params)
+    rows: dict[str, list[torch.Tensor]] = {name: [] for name in names}
+    for i in range(inputs.shape[0]):
+        loss = loss_fn(module(inputs[i:i + 1]), targets[i:i + 1])
+        for name, g in zip(names, torch.autograd.grad(loss, [params[n] for n in names], allow_unused=True)):
+            rows[name].append(torch.zeros_like(params[name]) if g is None else g.detach())
+    return {name: torch.stack(values) for name, values in rows.items()}
 
 
 def flatten_grads(grads: Mapping[str, torch.Tensor]) -> torch.Tensor:

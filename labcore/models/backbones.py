@@ -449,6 +449,22 @@ def known_positions(name: str) -> int | None:
     return positions_of(config) if isinstance(config, dict) else None
 
 
+def known_layers(name: str) -> int | None:
+    """How many layers the model has, from its ``config.json`` on this machine (no torch); None where the
+    folder is not here yet."""
+    folder = model_folder(name)
+    try:
+        config = json.loads((folder / "config.json").read_text()) if folder is not None else None
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    for field in ("num_hidden_layers", "n_layer", "num_layers"):
+        if isinstance(config.get(field), int):
+            return int(config[field])
+    return None
+
+
 def backbone_info(name: str, model: nn.Module, tokenizer: Any = None, *, description: str = "",
                   licence: str = "", init: str = "pretrained") -> BackboneInfo:
     """Describe a base model (and its tokenizer, if any) as a :class:`BackboneInfo`."""

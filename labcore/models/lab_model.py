@@ -302,6 +302,19 @@ class LabModel(nn.Module):
     def forward(self, inputs: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.head(self.features(inputs, attention_mask))
 
+    def hidden_states(self, inputs: torch.Tensor,
+                      attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
+        """Every layer's output, [B, L, hidden] each: index 0 is the embedding output, then one per layer."""
+        mask = self._mask(inputs, attention_mask)
+        return tuple(self._run(inputs, mask, output_hidden_states=True).hidden_states)
+
+    def pooled_from_embeddings(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The pooled last-layer representation [B, hidden] from input embeddings [B, L, hidden] (what
+        the adapter gives): the function whose Jacobian Kao & Lee appendix F.1 studies."""
+        hidden = self.backbone(inputs_embeds=embeds, attention_mask=attention_mask,
+                               **self._forward_kwargs).last_hidden_state
+        return POOLINGS[self.pooling](hidden, attention_mask)
+
     def attentions(self, inputs: torch.Tensor,
                    attention_mask: torch.Tensor | None = None) -> tuple[torch.Tensor, ...]:
         """Attention maps, one [B, heads, L, L] tensor per layer application."""
