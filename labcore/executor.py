@@ -19,6 +19,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from labcore import jobs
 from labcore.errors import LabError
+from labcore.paths import env_number
 from labcore.registry import Registry
 from labcore.store import FINISHED, JobStatus, Store, Submission, open_store
 
@@ -112,7 +113,7 @@ class LocalExecutor:
         reap_children()
         started: list[int] = []
         with self.store.cache.transact(retry=True):
-            alive = self.store.workers(alive_only=True)
+            alive = self.store.workers(alive_only=True, role="worker")
             for _ in range(self.workers - len(alive)):
                 started.append(start_worker(self.store, new_session=True).pid)
         return started
@@ -123,20 +124,14 @@ class LocalExecutor:
         return stop_workers(self.store, timeout_s=timeout_s or self.store.settings.stop_timeout_s)
 
     def alive_workers(self) -> list[dict[str, Any]]:
-        return self.store.workers(alive_only=True)
+        return self.store.workers(alive_only=True, role="worker")
 
 
 EXECUTORS: Registry[Callable[[], Executor]] = Registry("executor")
 
 
 def _local_from_environment() -> LocalExecutor:
-    text = os.environ.get("TRANSFERLAB_WORKERS", "1")
-    try:
-        count = int(text)
-    except ValueError:
-        raise LabError(f"TRANSFERLAB_WORKERS={text!r} is not a number; set it to how many local workers "
-                       f"to run (default 1)") from None
-    return LocalExecutor(workers=count)
+    return LocalExecutor(workers=int(env_number("TRANSFERLAB_WORKERS", 1, "how many local workers to run (default 1)")))
 
 
 EXECUTORS.register("local", _local_from_environment)

@@ -174,7 +174,7 @@ class Worker:
         """
         if self.threads:
             return self.threads
-        local = sum(1 for w in self.store.workers() if w.get("host") == HOST) or 1
+        local = sum(1 for w in self.store.workers(role="worker") if w.get("host") == HOST) or 1
         return max(1, (os.cpu_count() or 1) // local)
 
     def _should_stop(self, claim: Claim) -> str | None:
