@@ -14,6 +14,7 @@ import json
 import sys
 
 from labcore.cli_args import add_spec_arguments, spec_from_args
+from labcore.errors import LabError
 from labcore.events import describe
 from labcore.executor import LocalExecutor
 from labcore.fmt import fmt_age
@@ -32,6 +33,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("worker", help="run queued specs in this process (or --stop the workers)")
     add_worker_arguments(p)
     p.set_defaults(func=_run_worker)
+
+    # Its options live with the process (labcore.ray_pump), which imports Ray: they are passed through.
+    p = subparsers.add_parser("ray-executor", add_help=False,
+                              help="run queued jobs on a Ray cluster (RAY_ADDRESS, or a local one); --help for options")
+    p.add_argument("options", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_run_ray_executor)
 
     p = subparsers.add_parser("submit", help="queue one spec for the workers (same flags as run)")
     add_spec_arguments(p)
@@ -95,6 +102,15 @@ def _run_worker(args: argparse.Namespace) -> int:
     from labcore.worker import run_worker_command  # the claim loop loads the job kinds: only workers need it
 
     return run_worker_command(args)
+
+
+def _run_ray_executor(args: argparse.Namespace) -> int:
+    try:
+        from labcore.ray_pump import main
+    except ImportError as exc:
+        raise LabError(f"the Ray executor needs Ray ({exc}); install the extra: "
+                       f"pip install -r requirements-ray.txt") from None
+    return main(args.options)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:
