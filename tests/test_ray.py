@@ -10,6 +10,7 @@ cluster), as the app does. Teardown checks that no process of either cluster is 
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -28,7 +29,7 @@ from labcore.executor import RayExecutor  # noqa: E402
 from labcore.jobs.attention import RESULT_FILE, AttentionSpec  # noqa: E402
 from labcore.ray_pump import RayPump, RaySettings  # noqa: E402
 from labcore.spec import make_spec  # noqa: E402
-from labcore.store import ACTIVE  # noqa: E402
+from labcore.store import ACTIVE, process_state  # noqa: E402
 from helpers import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.ray
@@ -59,21 +60,25 @@ def tiny_spec(seed: int = 0, **changes):
     return make_spec(**values)
 
 
-def processes_under(folder: str) -> list[int]:
-    """Pids whose command line names ``folder`` (a cluster's session folder): that cluster's processes."""
-    found = []
+def descendants(pid: int) -> set[int]:
+    """Every process below ``pid`` now (a Ray cluster's gcs_server, raylet and workers are below the
+    process whose ray.init started it; workers rename themselves ``ray::…``, so names do not tell)."""
+    parents: dict[int, int] = {}
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and int(entry.name) != os.getpid():
+        if entry.name.isdigit():
             try:
-                if folder.encode() in (entry / "cmdline").read_bytes():
-                    found.append(int(entry.name))
-            except OSError:
+                parents[int(entry.name)] = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
                 pass
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier} - found
+        found |= frontier
     return found
 
 
-def gone(folder: str) -> bool:
-    return not processes_under(folder)
+def alive(pids: set[int]) -> set[int]:
+    return {pid for pid in pids if process_state(pid) == "alive"}
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +91,15 @@ def cluster():
         env.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(KINDS_DIR)]))
         env.setenv(jobs.MODULES_VARIABLE, "toy_jobs")
         ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
+        started = set()
         try:
             yield temp
         finally:
+            started = descendants(os.getpid())  # the cluster's processes (and nothing else of this module's)
             ray.shutdown()
-    wait_for("the test cluster's processes to exit", lambda: gone(temp), 30)
+    assert started
+    wait_for("the test cluster's processes to exit", lambda: not alive(started), 30)
+    shutil.rmtree(temp, ignore_errors=True)
 
 
 @pytest.fixture
@@ -187,8 +196,11 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
         key = executor.submit(CountSpec(n=5)).key  # starts `python -m labcore.ray_pump` and waits for its report
         wait_for("the job", lambda: store.get(key)["status"] not in ACTIVE, 60, store)
         assert store.get(key)["status"] == "done" and store.get(key)["node"]
-        assert [w["role"] for w in executor.alive_workers()] == ["ray-executor"]
-        assert processes_under(temp)
+        [pump] = executor.alive_workers()
+        assert pump["role"] == "ray-executor"
+        cluster_processes = descendants(pump["pid"])  # its gcs_server, raylet and workers
+        assert len(cluster_processes) >= 3
     finally:
         executor.stop_workers(timeout_s=30)
-    wait_for("the executor's cluster to exit", lambda: gone(temp), 30)
+    wait_for("the executor's cluster to exit", lambda: not alive(cluster_processes | {pump["pid"]}), 30)
+    shutil.rmtree(temp, ignore_errors=True)
