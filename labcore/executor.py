@@ -211,8 +211,10 @@ class RayExecutor(LocalExecutor):
             time.sleep(0.1)
 
     def check_fits(self, new: Iterable[NewJob]) -> None:
-        """Refuse jobs that ask for more than any node of the cluster has (Ray would queue them forever)."""
-        new = list(new)
+        """Refuse jobs that ask for more than any node of the cluster has (Ray would queue them forever).
+
+        A finished key is a result, not work: it is neither checked nor waited for."""
+        new = [job for job in new if (self.store.get(job.key) or {}).get("status") not in FINISHED]
         if not new:
             return
         nodes = self.cluster()["nodes"]

@@ -163,7 +163,8 @@ class RayPump:
         self.address = address
         self.settings = settings
         self.pid = os.getpid()
-        self.running: dict[str, _Running] = {}
+        # (key, attempt) -> its task: a job resumed after a false "dead" may briefly have two attempts here
+        self.running: dict[tuple[str, int], _Running] = {}
         self.stop_reason: str | None = None
         self.owns_ray = False
         self.error = ""  # why no job can run (no cluster, a node that cannot reach the store)
@@ -283,14 +284,14 @@ class RayPump:
     def _beat(self) -> None:
         self.store.worker_heartbeat(self.pid, state="stopping" if self.stop_reason else
                                     ("running" if self.running else "idle"),
-                                    run=next(iter(self.running), None))
-        for key, run in list(self.running.items()):
+                                    run=next((r.claim.key for r in self.running.values()), None))
+        for slot, run in list(self.running.items()):
             claim, sink = run.claim, run.sink
-            if sink.fenced or not self.store.heartbeat(key, claim.attempt, pid=self.pid, step=sink.step,
+            if sink.fenced or not self.store.heartbeat(claim.key, claim.attempt, pid=self.pid, step=sink.step,
                                                        total_steps=sink.total_steps, loss=sink.loss):
                 # Resumed elsewhere after a false "dead": that attempt owns the job now.
                 ray.cancel(run.ref, force=True)
-                del self.running[key]
+                del self.running[slot]
                 continue
             sink.flush_if_due()
             if sink.write_error:
@@ -321,6 +322,12 @@ class RayPump:
         return launched
 
     def _launch(self, claim: Claim) -> None:
+        for slot, older in list(self.running.items()):
+            if slot[0] == claim.key:
+                # An earlier attempt of this job (marked dead while only slow, then resumed): its task must
+                # not write into the folder the new attempt uses (a local worker's writes are fenced instead).
+                ray.cancel(older.ref, force=True)
+                del self.running[slot]
         need = Resources.from_dict(claim.resources)
         sink = EventSink(self.store, claim.key, self.store.settings, attempt=claim.attempt)
         try:
@@ -342,7 +349,7 @@ class RayPump:
             self._end(run, Outcome("failed", error=f"could not start the Ray task: {type(exc).__name__}: {exc}",
                                    traceback=traceback.format_exc()))
             return
-        self.running[claim.key] = _Running(claim, ref, sink, need)
+        self.running[(claim.key, claim.attempt)] = _Running(claim, ref, sink, need)
 
     # ------------------------------------------------------------------------------------ pumping
     def _pump(self) -> None:
@@ -413,7 +420,7 @@ class RayPump:
     def _end(self, run: _Running, outcome: Outcome) -> None:
         """Record how an attempt ended (unless it was fenced: another attempt owns the job)."""
         claim, sink = run.claim, run.sink
-        self.running.pop(claim.key, None)
+        self.running.pop((claim.key, claim.attempt), None)
         if sink.write_error:
             outcome.status, outcome.error = "failed", sink.write_error
         if outcome.status == "dead":

@@ -204,3 +204,7 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
         executor.stop_workers(timeout_s=30)
     wait_for("the executor's cluster to exit", lambda: not alive(cluster_processes | {pump["pid"]}), 30)
     shutil.rmtree(temp, ignore_errors=True)
+    # A finished key is a result: it comes back at once, with no executor process to ask.
+    t0 = time.time()
+    assert RayExecutor(store, autostart=False, start_timeout_s=5).submit(CountSpec(n=5)).outcome == "cached"
+    assert time.time() - t0 < 1
