@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -208,3 +209,18 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
     t0 = time.time()
     assert RayExecutor(store, autostart=False, start_timeout_s=5).submit(CountSpec(n=5)).outcome == "cached"
     assert time.time() - t0 < 1
+
+
+def test_the_pages_side_never_imports_ray(tmp_path):
+    """Only the executor process imports Ray: the pages and the CLI choose it and submit without it."""
+    code = f"""
+import sys
+from labcore.cli_worker import add_commands
+from labcore.executor import RayExecutor, get_executor
+from labcore.store import Store
+executor = RayExecutor(Store({str(tmp_path / 'store')!r}), autostart=False)
+print("ray" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert out.stdout.split() == ["False"], out.stderr
