@@ -170,6 +170,7 @@ class RayPump:
         self.error = ""  # why no job can run (no cluster, a node that cannot reach the store)
         self.total_cpus = 0.0  # of the alive nodes, as last published
         self._halt = threading.Event()
+        self._signals = False  # install_signal_handlers was called: install them again after ray.init
         self._empty_seq: int | None = None  # the queue counter when a claim last found nothing
         self._last_claim = self._last_cancel_check = 0.0
 
@@ -236,6 +237,8 @@ class RayPump:
         try:
             try:
                 self.connect()
+                if self._signals:
+                    self.install_signal_handlers()
                 self.error = self.check_shared_store()
             except Exception as exc:
                 self.error = f"cannot use the Ray cluster at {self.address or 'a local address'}: {type(exc).__name__}: {exc}"
@@ -278,6 +281,11 @@ class RayPump:
         self._halt.set()
 
     def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT stop the loop gently (running tasks checkpoint and end ``interrupted``).
+
+        ray.init installs a SIGTERM handler of its own in a driver that exits at once, so serve()
+        installs these again once connected."""
+        self._signals = True
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
         signal.signal(signal.SIGINT, lambda *_: self.stop())
 

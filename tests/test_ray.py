@@ -201,8 +201,11 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
         assert pump["role"] == "ray-executor"
         cluster_processes = descendants(pump["pid"])  # its gcs_server, raylet and workers
         assert len(cluster_processes) >= 3
+        going = executor.submit(CountSpec(n=1000, pause_s=0.05)).key
+        wait_for("the long job to take steps", lambda: len(steps(store.events(going))) >= 3, 60, store)
     finally:
-        executor.stop_workers(timeout_s=30)
+        executor.stop_workers(timeout_s=30)  # SIGTERM: its tasks stop at their next step
+    assert store.get(going)["status"] == "interrupted" and store.get(going)["error"] == ""
     wait_for("the executor's cluster to exit", lambda: not alive(cluster_processes | {pump["pid"]}), 30)
     shutil.rmtree(temp, ignore_errors=True)
     # A finished key is a result: it comes back at once, with no executor process to ask.
