@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import sys
 import threading
 import time
@@ -47,7 +48,7 @@ from labcore.paths import env_number
 from labcore.attempt import EventSink, Outcome, OutputCapture, run_attempt
 from labcore.errors import LabError
 from labcore.jobs import JobContext, JobInput, Resources
-from labcore.store import HOST, Claim, Store, open_store
+from labcore.store import HOST, Claim, Store, health, open_store
 
 ROLE = "ray-executor"
 # A task whose process, node or owner is gone: the job is dead (resume continues it), not failed.
@@ -60,6 +61,7 @@ class RaySettings:
     """The Ray executor's knobs, with units (the store's own timings are :class:`StoreSettings`)."""
 
     wait_s: float = 0.05  # longest a ray.wait blocks while tasks run (the loop's tick for heartbeats, cancels)
+    drain_max: int = 1000  # events taken from one task per tick, at most
     cancel_grace_s: float = 10.0  # after the stop file: time to finish a step and checkpoint before ray.cancel
     force_after_s: float = 5.0  # after ray.cancel: time before ray.cancel(force=True) kills the process
     info_every_s: float = 5.0  # how often the cluster's nodes are published in the store
@@ -248,23 +250,31 @@ class RayPump:
             last_beat = last_info = last_reap = 0.0
             while not (self.stop_reason and not self.running):
                 now = time.time()
-                if now - last_beat >= self.store.settings.heartbeat_every_s:
-                    self._beat()
-                    last_beat = now
-                if now - last_info >= self.settings.info_every_s:
-                    self.publish()
-                    last_info = now
-                if self.stop_reason:
-                    for run in list(self.running.values()):
-                        self._ask_stop(run, "interrupted")
-                else:
-                    if now - last_reap >= self.store.settings.reap_every_s:
-                        self.store.reap()
-                        last_reap = now
-                    if not self.error:
-                        handled += self._claim_while_free()
-                self._watch_stops()
-                self._pump()
+                try:
+                    if now - last_beat >= self.store.settings.heartbeat_every_s:
+                        self._beat()
+                        last_beat = now
+                    if now - last_info >= self.settings.info_every_s:
+                        self.publish()
+                        last_info = now
+                    if self.stop_reason:
+                        for run in list(self.running.values()):
+                            self._ask_stop(run, "interrupted")
+                    else:
+                        if now - last_reap >= self.store.settings.reap_every_s:
+                            self.store.reap()
+                            last_reap = now
+                        if not self.error:
+                            handled += self._claim_while_free()
+                    self._watch_stops()
+                    self._pump()
+                except (OSError, sqlite3.OperationalError) as exc:
+                    if not health.is_disk_full(exc):
+                        raise
+                    # A full disk is waited out (the tasks go on; their events wait in the sinks), not a crash.
+                    print(f"ray executor {self.pid}: {health.disk_full_message(self.store.root)}", file=sys.stderr,
+                          flush=True)
+                    time.sleep(self.store.settings.reap_every_s)
         finally:
             for run in list(self.running.values()):  # stopped without waiting: nothing more is recorded
                 ray.cancel(run.ref, force=True)
@@ -368,8 +378,11 @@ class RayPump:
             if ray.wait([run.ref.completed()], timeout=0)[0]:
                 self._drain(run)
         runs = [run for run in self.running.values() if run not in cancelling]
+        if not self.running:
+            self._halt.wait(self.store.settings.poll_every_s)  # idle: until the next look at the queue, or stop()
+            return
         if not runs:
-            self._halt.wait(self.settings.wait_s if self.running else self.store.settings.poll_every_s)
+            time.sleep(self.settings.wait_s)
             return
         refs = [run.ref for run in runs]
         ready, _ = ray.wait(refs, num_returns=1, timeout=self.settings.wait_s)
@@ -381,7 +394,7 @@ class RayPump:
     def _drain(self, run: _Running) -> int:
         """Take every event the task has produced so far (how many); end the job when its stream ends."""
         taken = 0
-        while True:
+        while taken < self.settings.drain_max:  # a chatty task must not starve the others' heartbeats
             if run.ref.is_finished():
                 self._end(run, run.outcome or Outcome(run.reason or "failed",
                                                       error="" if run.reason else "the task ended without a result"))
@@ -410,6 +423,7 @@ class RayPump:
                                                        f"traceback is in the run's log)", traceback=str(exc)))
                 return taken
             self._take(run, item)
+        return taken
 
     def _take(self, run: _Running, item: dict[str, Any] | Outcome) -> None:
         if isinstance(item, Outcome):
