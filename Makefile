@@ -3,10 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.requirements-installed
+RAY_STAMP := $(VENV)/.requirements-ray-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8501
 
-.PHONY: run test test-slow setup assets browser clean-cache
+.PHONY: run test test-slow setup setup-ray assets browser clean-cache
 
 setup: $(STAMP)
 
@@ -17,6 +18,13 @@ $(STAMP): requirements.txt constraints.txt
 	$(PY) -m pip install --disable-pip-version-check -q "$$(head -n 1 requirements.txt)"
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt -c constraints.txt
 	touch $(STAMP)
+
+# The optional Ray executor: `make test` installs it so tests/test_ray.py runs; `make run` never needs it.
+setup-ray: $(RAY_STAMP)
+
+$(RAY_STAMP): $(STAMP) requirements-ray.txt
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements-ray.txt -c constraints.txt
+	touch $(RAY_STAMP)
 
 assets: setup
 	$(PY) -m labcore assets fetch --default
@@ -31,7 +39,7 @@ browser:
 	  echo "chromium could not be installed: the browser test will be skipped"
 
 # The layer contracts (.importlinter) first: a broken layer fails fast, before the slower tests.
-test: setup browser
+test: setup setup-ray browser
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 

@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
+import os
 import sys
 
 from labcore.cli_args import add_spec_arguments, spec_from_args
+from labcore.errors import LabError
 from labcore.events import describe
-from labcore.executor import LocalExecutor
+from labcore.executor import LocalExecutor, RayExecutor
 from labcore.fmt import fmt_age
 from labcore.pool import add_worker_arguments
 from labcore.record import RunRecord
@@ -32,6 +34,12 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("worker", help="run queued specs in this process (or --stop the workers)")
     add_worker_arguments(p)
     p.set_defaults(func=_run_worker)
+
+    # Its options live with the process (labcore.ray_pump), which imports Ray: they are passed through.
+    p = subparsers.add_parser("ray-executor", add_help=False,
+                              help="run queued jobs on a Ray cluster (RAY_ADDRESS, or a local one); --help for options")
+    p.add_argument("options", nargs=argparse.REMAINDER)
+    p.set_defaults(func=_run_ray_executor)
 
     p = subparsers.add_parser("submit", help="queue one spec for the workers (same flags as run)")
     add_spec_arguments(p)
@@ -81,7 +89,12 @@ def _add_store_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def _executor(args: argparse.Namespace) -> LocalExecutor:
-    return LocalExecutor(open_store(getattr(args, "store", None)), autostart=bool(getattr(args, "start", False)))
+    """The executor TRANSFERLAB_EXECUTOR names (local by default), on ``--store``; it starts its claiming
+    process only with ``--start``."""
+    store, start = open_store(getattr(args, "store", None)), bool(getattr(args, "start", False))
+    if os.environ.get("TRANSFERLAB_EXECUTOR", "local") == "ray":
+        return RayExecutor(store, autostart=start)
+    return LocalExecutor(store, autostart=start)
 
 
 def _worker_hint(store: Store, submissions: list[Submission]) -> None:
@@ -95,6 +108,15 @@ def _run_worker(args: argparse.Namespace) -> int:
     from labcore.worker import run_worker_command  # the claim loop loads the job kinds: only workers need it
 
     return run_worker_command(args)
+
+
+def _run_ray_executor(args: argparse.Namespace) -> int:
+    try:
+        from labcore.ray_pump import main
+    except ImportError as exc:
+        raise LabError(f"the Ray executor needs Ray ({exc}); install the extra: "
+                       f"pip install -r requirements-ray.txt") from None
+    return main(args.options)
 
 
 def cmd_submit(args: argparse.Namespace) -> int:

@@ -8,19 +8,23 @@ jobs in local worker processes that share the on-disk store (:mod:`labcore.pool`
 backend implements the same methods, writes the same events and records into the same store, and
 registers itself in :data:`EXECUTORS`; neither the pages nor the job kinds change.
 
-Choose the backend with ``TRANSFERLAB_EXECUTOR`` (default ``local``) and the number of local workers
-with ``TRANSFERLAB_WORKERS`` (default 1). This module imports no torch.
+Choose the backend with ``TRANSFERLAB_EXECUTOR`` (default ``local``; ``ray`` runs jobs on a Ray cluster,
+:class:`RayExecutor`, with ``RAY_ADDRESS``) and the number of local workers with ``TRANSFERLAB_WORKERS``
+(default 1). This module imports neither torch nor Ray.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import time
 from typing import Any, Callable, Iterable, Protocol
 
 from labcore import jobs
 from labcore.errors import LabError
+from labcore.paths import env_number
 from labcore.registry import Registry
-from labcore.store import FINISHED, JobStatus, Store, Submission, open_store
+from labcore.store import FINISHED, JobStatus, NewJob, Store, Submission, open_store
 
 
 class Executor(Protocol):
@@ -53,28 +57,13 @@ class Executor(Protocol):
         """Make sure something will run queued jobs (local: start worker processes; a cluster: no-op)."""
 
 
-class LocalExecutor:
-    """Runs jobs in worker processes on this machine; starts them when none is alive."""
+class _StoreExecutor:
+    """What every executor does the same way, because it only reads and writes the store."""
 
-    def __init__(self, store: Store | None = None, *, workers: int = 1, autostart: bool = True) -> None:
-        if workers < 1:
-            raise LabError(f"the local executor needs at least 1 worker, got {workers}; "
-                           f"set TRANSFERLAB_WORKERS to 1 or more")
-        self.store = store or open_store()
-        self.workers = workers
-        self.autostart = autostart
+    store: Store
 
-    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        submission = self.store.submit(jobs.new_job(spec), priority=priority, group=group)
-        if submission.status == "queued":
-            self._wake_workers()
-        return submission
-
-    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
-        submissions = self.store.submit_group(name, [jobs.new_job(s) for s in specs], priority=priority)
-        if any(s.status == "queued" for s in submissions):
-            self._wake_workers()
-        return submissions
+    def _wake_workers(self) -> None:
+        raise NotImplementedError
 
     def cancel(self, key: str) -> JobStatus:
         self.store.cancel(key)
@@ -95,6 +84,34 @@ class LocalExecutor:
         record = self.store.get(key)
         return record.get("result") if record is not None and record["status"] in FINISHED else None
 
+
+class LocalExecutor(_StoreExecutor):
+    """Runs jobs in worker processes on this machine; starts them when none is alive."""
+
+    def __init__(self, store: Store | None = None, *, workers: int = 1, autostart: bool = True) -> None:
+        if workers < 1:
+            raise LabError(f"the local executor needs at least 1 worker, got {workers}; "
+                           f"set TRANSFERLAB_WORKERS to 1 or more")
+        self.store = store or open_store()
+        self.workers = workers
+        self.autostart = autostart
+
+    def on_store(self, store: Store) -> "LocalExecutor":
+        """The same executor on another store (the pages follow the current cache)."""
+        return LocalExecutor(store, workers=self.workers, autostart=self.autostart)
+
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
+        submission = self.store.submit(jobs.new_job(spec), priority=priority, group=group)
+        if submission.status == "queued":
+            self._wake_workers()
+        return submission
+
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
+        submissions = self.store.submit_group(name, [jobs.new_job(s) for s in specs], priority=priority)
+        if any(s.status == "queued" for s in submissions):
+            self._wake_workers()
+        return submissions
+
     # -------------------------------------------------------------------------------- local workers
     def _wake_workers(self) -> None:
         if self.autostart:
@@ -112,7 +129,7 @@ class LocalExecutor:
         reap_children()
         started: list[int] = []
         with self.store.cache.transact(retry=True):
-            alive = self.store.workers(alive_only=True)
+            alive = self.store.workers(alive_only=True, role="worker")
             for _ in range(self.workers - len(alive)):
                 started.append(start_worker(self.store, new_session=True).pid)
         return started
@@ -123,23 +140,117 @@ class LocalExecutor:
         return stop_workers(self.store, timeout_s=timeout_s or self.store.settings.stop_timeout_s)
 
     def alive_workers(self) -> list[dict[str, Any]]:
-        return self.store.workers(alive_only=True)
+        return self.store.workers(alive_only=True, role="worker")
+
+
+
+class RayExecutor(LocalExecutor):
+    """Runs jobs as Ray generator tasks on a cluster, through the same store as the local pool.
+
+    Jobs are queued in the store exactly as locally; one executor process (``python -m labcore
+    ray-executor``, :mod:`labcore.ray_pump`, started here when none is alive) is the cluster's only Ray
+    driver: it claims them, runs each as a Ray task and writes its events, heartbeats and result back.
+    This class imports no Ray: it reads what that process publishes (the cluster's nodes) to refuse, at
+    submit, a job that no node could ever run. ``address`` is ``RAY_ADDRESS`` (empty: a Ray cluster of
+    this machine's own, started by the executor process and stopped with it).
+    """
+
+    ROLE = "ray-executor"
+
+    def __init__(self, store: Store | None = None, *, address: str | None = None, autostart: bool = True,
+                 start_timeout_s: float = 120.0) -> None:
+        super().__init__(store, workers=1, autostart=autostart)
+        self.address = os.environ.get("RAY_ADDRESS", "") if address is None else address
+        self.start_timeout_s = start_timeout_s  # how long a submit waits for a starting executor process
+        # Only the executor process imports Ray; say here, at once, when the extra is missing.
+        if importlib.util.find_spec("ray") is None:
+            raise LabError("TRANSFERLAB_EXECUTOR=ray needs Ray: pip install -r requirements-ray.txt "
+                           "(or unset TRANSFERLAB_EXECUTOR to run jobs on this machine)")
+
+    def on_store(self, store: Store) -> "RayExecutor":
+        return RayExecutor(store, address=self.address, autostart=self.autostart,
+                           start_timeout_s=self.start_timeout_s)
+
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
+        job = jobs.new_job(spec)
+        self.check_fits([job])
+        submission = self.store.submit(job, priority=priority, group=group)
+        if submission.status == "queued":
+            self._wake_workers()
+        return submission
+
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
+        new = [jobs.new_job(s) for s in specs]
+        self.check_fits(new)
+        submissions = self.store.submit_group(name, new, priority=priority)
+        if any(s.status == "queued" for s in submissions):
+            self._wake_workers()
+        return submissions
+
+    # ------------------------------------------------------------------------------ the cluster
+    def cluster(self) -> dict[str, Any]:
+        """The cluster as its executor process last saw it: address, nodes with their resources.
+
+        Starts that process when none is alive (unless ``autostart`` is off) and waits for its first
+        report; a process that could not connect or found the store unreachable from a node says why.
+        """
+        if self.autostart:
+            self.ensure_workers()
+        deadline = time.time() + self.start_timeout_s
+        while True:
+            pumps = self.store.workers(alive_only=True, role=self.ROLE)
+            info = self.store.executor_info("ray")
+            if info and pumps and info.get("pid") in {w["pid"] for w in pumps}:
+                if info.get("error"):
+                    raise LabError(f"the Ray executor cannot run jobs: {info['error']}")
+                return info
+            if time.time() >= deadline:
+                log = f" (its log is in {self.store.logs_dir})" if self.autostart else ""
+                raise LabError(f"no Ray executor reported within {self.start_timeout_s:g} s{log}; start one with "
+                               f"`python -m labcore ray-executor` (RAY_ADDRESS=… for an existing cluster)")
+            time.sleep(0.1)
+
+    def check_fits(self, new: Iterable[NewJob]) -> None:
+        """Refuse jobs that ask for more than any node of the cluster has (Ray would queue them forever).
+
+        A finished key is a result, not work: it is neither checked nor waited for."""
+        new = [job for job in new if (self.store.get(job.key) or {}).get("status") not in FINISHED]
+        if not new:
+            return
+        nodes = self.cluster()["nodes"]
+        for job in new:
+            need = jobs.Resources.from_dict(job.resources)
+            if not any(need.fits(node["resources"]) for node in nodes):
+                have = "; ".join(f"{n['host']} ({n['ip']}): {jobs.describe_node(n['resources'])}" for n in nodes)
+                raise LabError(f"this {job.kind} job ({job.label or job.key}) asks for {need.describe()} and no node "
+                               f"of the Ray cluster has that — nodes: {have or 'none alive'}. Ask for less "
+                               f"(TRANSFERLAB_RUN_GPUS for runs) or add a node that has it")
+
+    def ensure_workers(self) -> list[int]:
+        """Start the Ray executor process unless one is alive on this store; returns the pid started."""
+        from labcore.pool import reap_children, start_worker
+
+        reap_children()
+        with self.store.cache.transact(retry=True):
+            if self.store.workers(alive_only=True, role=self.ROLE):
+                return []
+            extra = ("--address", self.address) if self.address else ()
+            return [start_worker(self.store, new_session=True, extra_args=extra, module="labcore.ray_pump",
+                                 role=self.ROLE).pid]
+
+    def alive_workers(self) -> list[dict[str, Any]]:
+        return self.store.workers(alive_only=True, role=self.ROLE)
 
 
 EXECUTORS: Registry[Callable[[], Executor]] = Registry("executor")
 
 
 def _local_from_environment() -> LocalExecutor:
-    text = os.environ.get("TRANSFERLAB_WORKERS", "1")
-    try:
-        count = int(text)
-    except ValueError:
-        raise LabError(f"TRANSFERLAB_WORKERS={text!r} is not a number; set it to how many local workers "
-                       f"to run (default 1)") from None
-    return LocalExecutor(workers=count)
+    return LocalExecutor(workers=int(env_number("TRANSFERLAB_WORKERS", 1, "how many local workers to run (default 1)")))
 
 
 EXECUTORS.register("local", _local_from_environment)
+EXECUTORS.register("ray", RayExecutor)
 
 _EXECUTOR: dict[str, Executor] = {}
 

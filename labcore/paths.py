@@ -17,6 +17,22 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def env_number(name: str, default: float, meaning: str) -> float:
+    """A number from the environment variable ``name`` (``default`` when unset); a clear error otherwise.
+
+    ``meaning`` completes "set it to …" in the message (what the number is, and its default).
+    """
+    from labcore.errors import LabError
+
+    text = os.environ.get(name, "")
+    if not text:
+        return default
+    try:
+        return float(text)
+    except ValueError:
+        raise LabError(f"{name}={text!r} is not a number; set it to {meaning}") from None
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("TRANSFERLAB_CACHE") or REPO_ROOT / "cache").expanduser()
 

@@ -18,24 +18,27 @@ from labcore import paths
 from labcore.store import HOST, Store, StoreSettings, process_state
 
 
-def worker_command(store: Store, *extra: str) -> list[str]:
-    """The argv that starts one worker process on ``store``."""
-    return [sys.executable, "-m", "labcore.worker", "--store", str(store.root), *extra]
+def worker_command(store: Store, *extra: str, module: str = "labcore.worker") -> list[str]:
+    """The argv that starts one worker process (or another claiming process, ``module``) on ``store``."""
+    return [sys.executable, "-m", module, "--store", str(store.root), *extra]
 
 
-def start_worker(store: Store, *, new_session: bool = True, extra_args: tuple[str, ...] = ()) -> subprocess.Popen:
-    """Start a worker process in the background; its output goes to ``<store>/logs/worker-<pid>.log``.
+def start_worker(store: Store, *, new_session: bool = True, extra_args: tuple[str, ...] = (),
+                 module: str = "labcore.worker", role: str = "worker") -> subprocess.Popen:
+    """Start a worker process in the background; its output goes to ``<store>/logs/<role>-<pid>.log``.
 
     ``new_session`` (the app's choice) lets the worker outlive the page and the server that started it;
-    whoever starts one must also stop it (:func:`stop_workers`).
+    whoever starts one must also stop it (:func:`stop_workers`). ``module`` and ``role`` start another
+    kind of claiming process the same way (the Ray executor: ``labcore.ray_pump``, ``ray-executor``).
     """
     store.logs_dir.mkdir(parents=True, exist_ok=True)
-    log_path = store.logs_dir / f"worker-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.log"
+    log_path = store.logs_dir / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.log"
+    command = worker_command(store, *extra_args, module=module)
     with open(log_path, "ab") as log:
-        process = subprocess.Popen(worker_command(store, *extra_args), stdin=subprocess.DEVNULL, stdout=log,
+        process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, cwd=str(paths.REPO_ROOT),
                                    start_new_session=new_session, env=_child_env())
-    store.register_worker(process.pid, state="starting", command=" ".join(worker_command(store, *extra_args)))
+    store.register_worker(process.pid, state="starting", command=" ".join(command), role=role)
     _CHILDREN.append(process)
     return process
 

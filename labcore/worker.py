@@ -36,149 +36,11 @@ import traceback
 from typing import Any
 
 from labcore import jobs
+from labcore.attempt import EventSink, Outcome, OutputCapture, failure, run_attempt
 from labcore.errors import LabError
 from labcore.jobs import JobContext, JobInput
 from labcore.pool import add_worker_arguments, start_worker, stop_workers, supervise
-from labcore.store import HOST, Claim, Fenced, Store, StoreSettings, health, open_store
-
-class EventSink:
-    """Buffers one job's events and writes them to the store in chunks, from any thread.
-
-    Every chunk carries the attempt it belongs to; once the store refuses one (the job was resumed
-    elsewhere), the sink is ``fenced`` and drops whatever else comes.
-    """
-
-    def __init__(self, store: Store, key: str, settings: StoreSettings, attempt: int | None = None) -> None:
-        self.store = store
-        self.key = key
-        self.attempt = attempt
-        self.fenced = False
-        self.write_error = ""  # why the store refused to take events (a full disk): the job must stop
-        self.settings = settings
-        self._lock = threading.Lock()
-        self._buffer: list[dict[str, Any]] = []
-        self._last_flush = 0.0
-        self._log_chars = 0
-        self._log_cut = False
-        self.step = 0
-        self.total_steps = 0
-        self.loss: float | None = None
-        self.first_event_at: float | None = None
-
-    def add(self, event: dict[str, Any]) -> None:
-        event = dict(event)
-        event.setdefault("t", time.time())
-        kind = event.get("type")
-        if kind == "step":
-            self.step = int(event.get("step", self.step))
-            self.loss = event.get("loss", self.loss)
-        elif kind == "start":
-            self.total_steps = int(event.get("total_steps") or 0)
-        with self._lock:
-            self._buffer.append(event)
-            # Step events are many and cheap to delay; everything else (start, eval, checkpoint, log,
-            # result) is rare and someone may be waiting for it.
-            due = kind != "step" or time.time() - self._last_flush >= self.settings.flush_every_s
-        if due:
-            self.flush()
-
-    def log(self, message: str, source: str = "worker") -> None:
-        if self._log_cut:
-            return
-        self._log_chars += len(message)
-        if self._log_chars > self.settings.log_limit_chars:
-            self._log_cut = True
-            message = f"(log cut here: over {self.settings.log_limit_chars} characters)"
-        self.add({"type": "log", "source": source, "message": message})
-
-    def flush(self) -> None:
-        # Holding the lock while writing keeps chunks in event order when two threads flush at once.
-        with self._lock:
-            if not self._buffer:
-                return
-            events, self._buffer = self._buffer, []
-            if self.fenced:
-                return
-            try:
-                self.store.append_events(self.key, events, attempt=self.attempt)
-            except Fenced:
-                self.fenced = True
-                return
-            except (OSError, sqlite3.OperationalError) as exc:
-                if not health.is_disk_full(exc):
-                    raise
-                self.write_error = health.disk_full_message(self.store.root)
-                return
-            self._last_flush = time.time()
-            if self.first_event_at is None:
-                self.first_event_at = self._last_flush
-
-    def flush_if_due(self) -> None:
-        if time.time() - self._last_flush >= self.settings.flush_every_s:
-            self.flush()
-
-
-class OutputCapture:
-    """Tee file descriptors 1 and 2 into a sink while a run goes (what the process prints stays visible)."""
-
-    def __init__(self, sink: EventSink, join_s: float = 2.0) -> None:
-        self.sink = sink
-        self.join_s = join_s  # how long to wait for the pumps once the job is over
-        self._saved: dict[int, int] = {}
-        self._threads: list[threading.Thread] = []
-
-    def __enter__(self) -> "OutputCapture":
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, source in ((1, "stdout"), (2, "stderr")):
-            read_end, write_end = os.pipe()
-            self._saved[fd] = os.dup(fd)
-            os.dup2(write_end, fd)
-            os.close(write_end)
-            thread = threading.Thread(target=self._pump, args=(read_end, self._saved[fd], source),
-                                      name=f"capture-{source}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
-        return self
-
-    def _pump(self, read_end: int, original: int, source: str) -> None:
-        pending = b""
-        try:
-            while True:
-                data = os.read(read_end, 65536)
-                if not data:
-                    break
-                try:
-                    _write_all(original, data)
-                except OSError:
-                    pass  # the terminal went away; the store still gets the text
-                pending += data
-                *lines, pending = pending.replace(b"\r", b"\n").split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        self.sink.log(line.decode(errors="replace"), source)
-            if pending.strip():
-                self.sink.log(pending.decode(errors="replace"), source)
-        finally:
-            os.close(read_end)
-
-    def __exit__(self, *exc: Any) -> None:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        for fd, saved in self._saved.items():
-            os.dup2(saved, fd)  # closes our pipe's write end: the pump sees end of file
-        for thread in self._threads:
-            # A child process the engine started may still hold the pipe; do not wait for it forever.
-            thread.join(timeout=self.join_s)
-        for saved in self._saved.values():
-            os.close(saved)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    while data:
-        written = os.write(fd, data)
-        data = data[written:]
-
+from labcore.store import HOST, Claim, Store, health, open_store
 
 class Worker:
     """Claims and runs jobs until stopped (SIGTERM/SIGINT), or until idle when ``exit_when_idle``."""
@@ -312,7 +174,7 @@ class Worker:
         """
         if self.threads:
             return self.threads
-        local = sum(1 for w in self.store.workers() if w.get("host") == HOST) or 1
+        local = sum(1 for w in self.store.workers(role="worker") if w.get("host") == HOST) or 1
         return max(1, (os.cpu_count() or 1) // local)
 
     def _should_stop(self, claim: Claim) -> str | None:
@@ -330,69 +192,38 @@ class Worker:
                           checkpoint_every=self.checkpoint_every, threads=self._threads(), inputs=inputs,
                           commit_file=lambda tmp, final: self.store.commit_file(claim.key, claim.attempt, tmp, final))
 
-    def _events(self, claim: Claim):
-        if self.load_error:
-            raise RuntimeError(f"the job kinds could not be imported:\n{self.load_error}")
-        kind = jobs.get_kind(claim.kind)
-        claim.workdir.mkdir(parents=True, exist_ok=True)
-        if health.free_mb(claim.workdir) < self.settings.min_free_mb:
-            # Checkpoints and weights need room; failing now beats failing at the first checkpoint.
-            raise LabError(health.disk_full_message(self.store.root)
-                           + f" (a job starts with at least {self.settings.min_free_mb:g} MB free)")
-        return kind, kind.handler(kind.from_dict(claim.spec), self._context(claim))
-
     def run_claim(self, claim: Claim) -> str:
         """Run one claimed job to its end; returns the status recorded."""
         sink = EventSink(self.store, claim.key, self.settings, attempt=claim.attempt)
         self._current = (claim, sink)
         self._lost = False
-        status, result, error, trace = "failed", None, "", ""
+        outcome = Outcome("failed")
         try:
             with OutputCapture(sink, self.settings.capture_join_s):
+                attempt = run_attempt(claim.kind, claim.spec, self._context(claim), store_root=self.store.root,
+                                      min_free_mb=self.settings.min_free_mb, load_error=self.load_error)
                 try:
-                    kind, events = self._events(claim)
-                    for event in events:
-                        if event.get("type") == "result":
-                            result = event.get("record") or {}
-                            status = event.get("status") or result.get("status", "done")
-                            continue
-                        sink.add(event)
-                        reason = None if kind.stops_itself else self._should_stop(claim)
-                        if reason:
-                            events.close()  # the handler's finally blocks run; nothing is half-written
-                            status, result = reason, None
-                            break
-                    if result is None and status not in ("cancelled", "interrupted"):
-                        error = "the job stopped without a result; its log may say why"
-                except Fenced:
-                    self._lost = True  # resumed elsewhere: the other attempt owns the job and its files
-                except LabError as exc:
-                    error = str(exc)
-                    sink.log(error, "error")
-                except Exception as exc:
-                    if health.is_disk_full(exc):
-                        status, error = "failed", health.disk_full_message(self.store.root)
-                        sink.log(error, "error")
-                    else:
-                        trace = traceback.format_exc()
-                        error = f"{type(exc).__name__}: {exc} (the traceback is in the run's log)"
-                        sink.log(trace, "traceback")
+                    for item in attempt:
+                        if isinstance(item, Outcome):
+                            outcome = item
+                        else:
+                            sink.add(item)
+                except Exception as exc:  # the store refused an event: the handler is closed, the job failed
+                    attempt.close()
+                    outcome, explained = failure(exc, self.store.root)
+                    sink.add(explained)
+                self._lost = self._lost or outcome.lost
                 if sink.write_error:
-                    status, error = "failed", sink.write_error
-                error = error or (result or {}).get("error", "")  # e.g. where and why a run diverged
+                    outcome.status, outcome.error = "failed", sink.write_error
         finally:
-            if status not in ("done", "diverged", "cancelled", "interrupted", "failed"):
-                error = error or f"the job reported an unknown status {status!r}"
-                status = "failed"
-            metrics = (result or {}).get("metrics")
-            health.remove_partial_files(claim.workdir)  # what a failed or refused write left behind
-            if error.startswith(health.DISK_FULL):
+            if outcome.error.startswith(health.DISK_FULL):
                 health.release_reserve(self.store.root)  # room for SQLite to record why
-            sink.add({"type": "result", "status": status, "metrics": metrics, "error": error})
+            sink.add(outcome.event())
             sink.flush()
             lost = self._lost or sink.fenced
             if not lost:
-                self._finish(claim, status, result=result, error=error, traceback=trace)
+                self._finish(claim, outcome.status, result=outcome.result, error=outcome.error,
+                             traceback=outcome.traceback)
             self._current = None
             health.keep_reserve(self.store.root)  # back once there is room again
         if lost:
@@ -400,9 +231,9 @@ class Worker:
             print(f"worker {self.pid}: {claim.kind} {claim.key} attempt {claim.attempt} was resumed elsewhere; "
                   f"stopped without writing anything more", flush=True)
             return "fenced"
+        status, error = outcome.status, outcome.error
         print(f"worker {self.pid}: {claim.kind} {claim.key} {status}" + (f" ({error})" if error else ""), flush=True)
         return status
-
 
     def _finish(self, claim: Claim, status: str, **outcome: Any) -> None:
         """Record how the job ended; a full disk must not take the worker down with it."""

@@ -42,7 +42,8 @@ def _table(rows) -> pd.DataFrame:
         prog = state.progress(r["status"], int(step), int(total), cache.events.get(r["key"], []))
         test = result.get("test", {}).get(result.get("metric", ""), None)
         out.append({"status": r["status"], "run": r.get("label", ""), "progress": prog.fraction,
-                    "where": prog.text, "test": test, "groups": ", ".join(r.get("groups", [])),
+                    "where": prog.text, "test": test, "node": r.get("node") or r.get("host") or "",
+                    "groups": ", ".join(r.get("groups", [])),
                     "submitted": fmt_age(r.get("submitted_at")), "key": r["key"][:12]})
     return pd.DataFrame(out)
 
@@ -53,6 +54,7 @@ with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.
         st.dataframe(_table(store.runs()[::-1][:200]), hide_index=True, column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "test": st.column_config.NumberColumn("test metric", format="%.3f"),
+            "node": st.column_config.TextColumn("ran on", help="The machine (a Ray node, or this one) that ran it"),
         })
     run_list()
 

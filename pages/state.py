@@ -44,7 +44,7 @@ def get_executor():
     executor = shared()
     store = get_store()
     if isinstance(executor, LocalExecutor) and Path(executor.store.root) != Path(store.root):
-        executor = LocalExecutor(store, workers=executor.workers)
+        executor = executor.on_store(store)
     return executor
 
 

@@ -17,7 +17,7 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if not any(item.get_closest_marker(m) for m in ("integration", "slow", "browser")):
+        if not any(item.get_closest_marker(m) for m in ("integration", "slow", "browser", "ray")):
             item.add_marker(pytest.mark.unit)
 
 

@@ -6,6 +6,8 @@ import os
 import signal
 import socket
 import subprocess
+import time
+from typing import Callable
 
 
 def free_port() -> int:
@@ -23,3 +25,16 @@ def stop_process_group(process: subprocess.Popen, timeout_s: float = 20) -> None
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         process.wait()
+
+
+def wait_for(what: str, predicate: Callable[[], object], timeout: float = 180.0, store=None):
+    """Poll until predicate() is truthy; fail with `what` (and the store's jobs) after a long deadline."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    state = "" if store is None else "; jobs: " + ", ".join(f"{r['key'][:8]} {r['status']} {r.get('error', '')}"
+                                                             for r in store.jobs())
+    raise AssertionError(f"timed out waiting for {what}{state}")

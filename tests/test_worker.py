@@ -24,6 +24,7 @@ from labcore.spec import make_spec
 from labcore.events import curves_from_events
 from labcore.jobs import new_job
 from labcore.store import ACTIVE, Store, StoreSettings, process_state
+from helpers import wait_for
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = {"n_train": 64, "n_validation": 32, "n_test": 32}
@@ -68,18 +69,6 @@ def workers(store, tmp_path) -> Callable[..., subprocess.Popen]:
         except ProcessLookupError:
             pass
         process.wait()
-
-
-def wait_for(what: str, predicate: Callable[[], object], timeout: float = 180.0, store: Store | None = None):
-    """Poll until predicate() is truthy; fail with `what` (and the store's state) after a long deadline."""
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.1)
-    state = "" if store is None else "; runs: " + ", ".join(f"{r['key'][:8]} {r['status']}" for r in store.runs())
-    raise AssertionError(f"timed out waiting for {what}{state}")
 
 
 def steps(events):

@@ -19,7 +19,7 @@ import os
 from typing import Any, Callable
 
 from labcore.errors import LabError
-from labcore.jobs.base import Event, JobContext, JobInput, JobKind, hash_key
+from labcore.jobs.base import Event, JobContext, JobInput, JobKind, Resources, describe_node, hash_key
 from labcore.registry import Registry
 from labcore.store import NewJob
 
@@ -58,7 +58,7 @@ def new_job(spec: Any) -> NewJob:
     resolved = kind.resolve(spec)
     return NewJob(kind=kind.name, key=kind.key_of(resolved), spec=kind.encode(resolved),
                   label=kind.label(resolved), requires=tuple(kind.requires(resolved)),
-                  checkpoint=kind.checkpoint)
+                  checkpoint=kind.checkpoint, resources=kind.resources(resolved).to_dict())
 
 
 def key_of(spec: Any) -> str:
@@ -83,5 +83,5 @@ from labcore.jobs import analyses as _analyses  # noqa: E402,F401
 from labcore.jobs import attention as _attention  # noqa: E402,F401
 from labcore.jobs import run as _run  # noqa: E402,F401
 
-__all__ = ["Event", "JobContext", "JobInput", "JobKind", "KINDS", "MODULES_VARIABLE", "get_kind", "hash_key",
-           "job_kind", "key_of", "kind_of", "load_modules", "new_job"]
+__all__ = ["Event", "JobContext", "JobInput", "JobKind", "KINDS", "MODULES_VARIABLE", "Resources", "describe_node",
+           "get_kind", "hash_key", "job_kind", "key_of", "kind_of", "load_modules", "new_job"]

@@ -46,6 +46,43 @@ class JobContext:
     commit_file: Callable[[Path, Path], None] = os.replace
 
 
+@dataclass(frozen=True)
+class Resources:
+    """What one job of a kind asks of the machine that runs it (a cluster executor schedules by it).
+
+    Not part of the job's key: the same spec gives the same result wherever it runs. ``memory_mb`` 0
+    asks for no reservation.
+    """
+
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    memory_mb: float = 0.0
+
+    def to_dict(self) -> dict[str, float]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, values: dict[str, Any] | None) -> "Resources":
+        return cls(**(values or {}))
+
+    def fits(self, node: dict[str, float]) -> bool:
+        """Whether a node with these totals (Ray's names: ``CPU``, ``GPU``, ``memory`` in bytes) could run it."""
+        return (node.get("CPU", 0.0) >= self.num_cpus and node.get("GPU", 0.0) >= self.num_gpus
+                and node.get("memory", 0.0) >= self.memory_mb * 2**20)
+
+    def describe(self) -> str:
+        parts = [f"{self.num_cpus:g} CPU", f"{self.num_gpus:g} GPU"]
+        if self.memory_mb:
+            parts.append(f"{self.memory_mb / 1024:.1f} GiB memory")
+        return ", ".join(parts)
+
+
+def describe_node(node: dict[str, float]) -> str:
+    """A node's totals in the words :meth:`Resources.describe` uses."""
+    return (f"{node.get('CPU', 0.0):g} CPU, {node.get('GPU', 0.0):g} GPU, "
+            f"{node.get('memory', 0.0) / 2**30:.1f} GiB memory")
+
+
 def _default_encode(spec: Any) -> dict[str, Any]:
     return dataclasses.asdict(spec)
 
@@ -73,6 +110,7 @@ class JobKind:
     checkpoint: str = ""  # file in the job's folder a resumed attempt continues from
     stops_itself: bool = False  # the handler polls should_stop and ends with its own result (and checkpoint)
     warm_up: Callable[[], None] | None = None  # what an idle worker imports ahead, so a job starts at once
+    resources: Callable[[Any], Resources] = lambda spec: Resources()  # what one job asks of a cluster node
 
     def from_dict(self, values: dict[str, Any]) -> Any:
         try:

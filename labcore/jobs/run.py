@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Iterator
 
 from labcore import protocols
-from labcore.jobs.base import Event, JobContext
+from labcore.jobs.base import Event, JobContext, Resources
+from labcore.paths import env_number
 from labcore.resolve import resolve_spec
 from labcore.spec import RunSpec, make_spec
 
@@ -33,6 +34,14 @@ def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
                         checkpoint_every=ctx.checkpoint_every, threads=ctx.threads, commit_file=ctx.commit_file)
 
 
+def run_resources(spec: RunSpec) -> Resources:
+    """One CPU per run; on a cluster with GPUs, ``TRANSFERLAB_RUN_GPUS`` (default 0; 0.5 lets two runs share
+    one) asks each run for that many. A run uses CUDA wherever it finds one, so this only decides where
+    the scheduler puts it."""
+    return Resources(num_cpus=1.0, num_gpus=env_number("TRANSFERLAB_RUN_GPUS", 0.0, "the GPUs each run asks for "
+                                                                                  "(default 0)"))
+
+
 def _warm_up() -> None:
     from labcore.run import warm_up
 
@@ -45,7 +54,7 @@ def _register() -> None:
     job_kind("run", RunSpec, description="train one model on one discipline under one protocol",
              resolve=resolve_run, encode=RunSpec.to_dict, decode=lambda values: make_spec(**values),
              key=lambda spec: spec.key, label=RunSpec.label, checkpoint="resume.pt",
-             stops_itself=True, warm_up=_warm_up)(train_run)
+             stops_itself=True, warm_up=_warm_up, resources=run_resources)(train_run)
 
 
 _register()

@@ -10,6 +10,7 @@
 ``hb/<key>``               the owner's heartbeat: time, pid, host, progress (rewritten every second)
 ``cancel/<key>``           the cancel flag a worker polls once per step
 ``worker/<pid>``           a registered worker process and its heartbeat (:mod:`.workers`)
+``executor/<name>``        what an executor process publishes (a Ray cluster's nodes and resources)
 ``meta/format``            the store's format (:mod:`.migrate` upgrades older ones on open)
 =========================  ==========================================================================
 

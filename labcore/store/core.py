@@ -50,6 +50,7 @@ class NewJob:
     label: str
     requires: tuple[str, ...] = ()  # keys of jobs that must be finished first (their results are inputs)
     checkpoint: str = ""  # the file in the job's folder a resumed attempt continues from ("" : none)
+    resources: dict[str, float] = field(default_factory=dict)  # what a cluster node must offer (jobs.Resources)
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,7 @@ class Claim:
     workdir: Path
     kind: str = "run"
     requires: tuple[str, ...] = field(default_factory=tuple)
+    resources: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -189,7 +191,7 @@ class Store:
                     "requires": list(job.requires), "checkpoint": job.checkpoint, "priority": priority,
                     "attempt": 0, "resume": False, "pid": None, "host": None, "submitted_at": _now(),
                     "started_at": None, "finished_at": None, "error": "", "result": None,
-                    "groups": [group] if group else [],
+                    "groups": [group] if group else [], "resources": dict(job.resources),
                 }
                 self.table.all.add(key)
                 outcome = "queued"
@@ -399,7 +401,7 @@ class Store:
                     continue  # cancelled, or claimed through its other priority entry
                 now = _now()
                 attempt = record["attempt"] + 1
-                record = dict(record, status="running", attempt=attempt, pid=pid, host=HOST,
+                record = dict(record, status="running", attempt=attempt, pid=pid, host=HOST, node=HOST,
                               started_at=now, finished_at=None, error="", cancel_requested=False)
                 self.table.put(record)
                 self.cache.set(f"hb/{key}", {"t": now, "pid": pid, "host": HOST, "attempt": attempt,
@@ -412,7 +414,8 @@ class Store:
                 self.streams.append(key, [{"type": "attempt", "attempt": attempt, "resume": resume,
                                            "pid": pid, "host": HOST, "t": now}])
                 return Claim(key=key, attempt=attempt, spec=record["spec"], resume=resume, workdir=workdir,
-                             kind=record.get("kind", "run"), requires=tuple(record.get("requires") or ()))
+                             kind=record.get("kind", "run"), requires=tuple(record.get("requires") or ()),
+                             resources=dict(record.get("resources") or {}))
         return None
 
     def heartbeat(self, key: str, attempt: int, *, pid: int | None = None, step: int = 0,
@@ -433,6 +436,15 @@ class Store:
                 if record["status"] == "dead":
                     self.table.put(dict(record, status="running", error="", finished_at=None))
                     self.table.running.add(key)
+        return True
+
+    def annotate(self, key: str, attempt: int, **fields: Any) -> bool:
+        """Add facts about a running attempt to its record (where a cluster ran it: ``node``, ``task_pid``);
+        False (and nothing written) once the attempt no longer holds the job."""
+        with self._txn():
+            if not self._holds(key, attempt):
+                return False
+            self.table.put(dict(self.table.get(key), **fields))
         return True
 
     def finish(self, key: str, attempt: int, status: str, *, result: dict[str, Any] | None = None,
@@ -561,8 +573,8 @@ class Store:
         return self.files.files(key)
 
     # ------------------------------------------------------------------------------------ workers
-    def register_worker(self, pid: int, *, state: str = "starting", command: str = "") -> None:
-        self.worker_registry.register(pid, state=state, command=command)
+    def register_worker(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker") -> None:
+        self.worker_registry.register(pid, state=state, command=command, role=role)
 
     def worker_heartbeat(self, pid: int, *, state: str, run: str | None = None) -> None:
         self.worker_registry.heartbeat(pid, state=state, job=run)
@@ -573,8 +585,19 @@ class Store:
     def worker_alive(self, info: dict[str, Any]) -> bool:
         return self.worker_registry.alive(info)
 
-    def workers(self, *, alive_only: bool = True) -> list[dict[str, Any]]:
-        return self.worker_registry.list(alive_only=alive_only)
+    def workers(self, *, alive_only: bool = True, role: str | None = None) -> list[dict[str, Any]]:
+        """Registered processes that claim jobs; ``role`` keeps only local workers (``worker``) or cluster
+        executors (``ray-executor``)."""
+        found = self.worker_registry.list(alive_only=alive_only)
+        return found if role is None else [w for w in found if w.get("role", "worker") == role]
+
+    # ---------------------------------------------------------------------------- executor notes
+    def put_executor_info(self, name: str, info: dict[str, Any]) -> None:
+        """What an executor process tells the others (a cluster's nodes and their resources)."""
+        self.cache.set(f"executor/{name}", dict(info, t=_now()))
+
+    def executor_info(self, name: str) -> dict[str, Any] | None:
+        return self.cache.get(f"executor/{name}")
 
 
 # ------------------------------------------------------------------------------------- one per process

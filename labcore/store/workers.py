@@ -19,11 +19,11 @@ class WorkerRegistry:
         self.settings = settings
         self.index = IndexList(cache, "workers")
 
-    def register(self, pid: int, *, state: str = "starting", command: str = "") -> None:
+    def register(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker") -> None:
         now = time.time()
         with self.cache.transact(retry=True):
             self.cache.set(f"worker/{pid}", {"pid": pid, "host": HOST, "state": state, "run": None,
-                                             "started_at": now, "t": now, "command": command})
+                                             "started_at": now, "t": now, "command": command, "role": role})
             self.index.add(pid)
 
     def heartbeat(self, pid: int, *, state: str, job: str | None = None) -> None:
