@@ -42,14 +42,31 @@ def _pair(x, y) -> tuple[np.ndarray, np.ndarray]:
 def svd_basis(x_centred: np.ndarray, keep: float = KEEP) -> np.ndarray:
     """Orthonormal basis [n, k] of the leading directions of centred ``x`` [n, d] holding ``keep`` of its
     variance; directions with numerically zero singular values are never kept (rank deficiency)."""
+    n, d = x_centred.shape
+    if n > 4 * d:
+        # Many more rows than columns (every position of every example): the eigenvectors of the d x d
+        # Gram matrix are the right singular vectors, at a fraction of a tall SVD's cost (LAPACK's tall
+        # SVD and QR run for seconds per call on this CPU). Eigenvalues are squared singular values, so
+        # "numerically zero" is judged at the square root of the usual tolerance.
+        evals, v = np.linalg.eigh(x_centred.T @ x_centred)
+        order = np.argsort(evals)[::-1]
+        s = np.sqrt(np.clip(evals[order], 0.0, None))
+        v = v[:, order]
+        nonzero = s > s[:1].max(initial=0.0) * np.sqrt(d * np.finfo(np.float64).eps) * 10
+        k = _kept(s[nonzero], keep)
+        return x_centred @ v[:, :k] / s[:k]
     u, s, _ = np.linalg.svd(x_centred, full_matrices=False)  # u [n, r], s [r]
     nonzero = s > s[:1].max(initial=0.0) * max(x_centred.shape) * np.finfo(np.float64).eps
-    var = s[nonzero] ** 2
+    return u[:, :_kept(s[nonzero], keep)]
+
+
+def _kept(s_nonzero: np.ndarray, keep: float) -> int:
+    """How many leading directions hold ``keep`` of the variance (``keep=1`` keeps every non-zero one)."""
+    var = s_nonzero ** 2
     if var.size == 0:
         raise LabError("a representation is constant over the examples: it has no directions to compare")
-    # Fewest leading directions whose cumulative share reaches `keep` (keep=1 keeps every non-zero one).
     k = int(np.searchsorted(np.cumsum(var) / var.sum(), keep - 1e-12) + 1)
-    return u[:, :min(k, var.size)]
+    return min(k, var.size)
 
 
 def _canonical(x: np.ndarray, y: np.ndarray, keep: float):
