@@ -37,7 +37,11 @@ def describe(event: dict[str, Any]) -> str | None:
     if kind == "checkpoint":
         return f"checkpoint at step {event['step']}"
     if kind == "result":
-        return f"result  {event.get('status')}" + (f": {event['error']}" if event.get("error") else "")
+        # A worker's result event says its status; a handler's own (in-process runs) carries its record.
+        record = event.get("record") or {}
+        status = event.get("status") or record.get("status", "done")
+        error = event.get("error") or record.get("error")
+        return f"result  {status}" + (f": {error}" if error else "")
     return log_line(event)
 
 

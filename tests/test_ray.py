@@ -145,6 +145,18 @@ def test_a_sweep_of_six_tiny_runs_streams_events_in_order_into_the_store(executo
     assert record["status"] == "done", record.get("error")
     assert (store.workdir(maps) / RESULT_FILE).exists() and record["result"]["layers"] == 2
 
+    # An analysis of a fine-tuned run against its pretrained start runs the same way.
+    from labcore.jobs.analyses import ModelRef, NoiseSpec
+
+    spec = store.get(keys[0])["spec"]
+    noise = executor.submit(NoiseSpec(models=(ModelRef(run=keys[0]),), discipline=spec["discipline"],
+                                      discipline_params=tuple(sorted(spec["discipline_params"].items())),
+                                      examples=4)).key
+    wait_for("the analysis job", lambda: store.get(noise)["status"] not in ACTIVE, 120, store)
+    record = store.get(noise)
+    assert record["status"] == "done", record.get("error")
+    assert list(record["result"]["variation"]) == [f"run {keys[0][:8]} (fine-tuned)"] and record["node"]
+
 
 def test_cancel_stops_a_run_at_its_step_and_a_stuck_task_by_ray_cancel(executor):
     store = executor.store
