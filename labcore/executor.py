@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Protocol
 from labcore import jobs
 from labcore.errors import LabError
 from labcore.registry import Registry
-from labcore.store import FINISHED, JobStatus, Store, Submission, open_store
+from labcore.store import FINISHED, JobStatus, Store, Submission, Withdrawal, open_store
 
 
 class Executor(Protocol):
@@ -28,16 +28,22 @@ class Executor(Protocol):
 
     store: Store
 
-    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        """Queue a job of any kind (a finished key returns its result at once; a live one returns itself)."""
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None,
+               who: str | None = None) -> Submission:
+        """Queue a job of any kind (a finished key returns its result at once; a live one returns itself,
+        with ``who`` added to the people waiting for it)."""
 
-    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep",
+                     who: str | None = None) -> list[Submission]:
         """Queue several jobs as the named group ``name`` (a sweep, a demo)."""
 
-    def cancel(self, key: str) -> JobStatus:
-        """Stop a job at its next step (a queued one at once); it keeps its events."""
+    def cancel(self, key: str, who: str | None = None) -> JobStatus:
+        """Stop a job for everyone at its next step (a queued one at once); it keeps its events."""
 
-    def resume(self, key: str) -> Submission:
+    def withdraw(self, key: str, who: str | None) -> Withdrawal:
+        """Take back ``who``'s request: the job stops only if nobody else still waits for it."""
+
+    def resume(self, key: str, who: str | None = None) -> Submission:
         """Continue a stopped job (dead, interrupted, cancelled, failed) from its last checkpoint."""
 
     def status(self, key: str) -> JobStatus:
@@ -64,24 +70,33 @@ class LocalExecutor:
         self.workers = workers
         self.autostart = autostart
 
-    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        submission = self.store.submit(jobs.new_job(spec), priority=priority, group=group)
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None,
+               who: str | None = None) -> Submission:
+        submission = self.store.submit(jobs.new_job(spec), priority=priority, group=group, who=who)
         if submission.status == "queued":
             self._wake_workers()
         return submission
 
-    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
-        submissions = self.store.submit_group(name, [jobs.new_job(s) for s in specs], priority=priority)
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep",
+                     who: str | None = None) -> list[Submission]:
+        submissions = self.store.submit_group(name, [jobs.new_job(s) for s in specs], priority=priority, who=who)
         if any(s.status == "queued" for s in submissions):
             self._wake_workers()
         return submissions
 
-    def cancel(self, key: str) -> JobStatus:
-        self.store.cancel(key)
+    def cancel(self, key: str, who: str | None = None) -> JobStatus:
+        self.store.cancel(key, who)
         return self.store.status(key)
 
-    def resume(self, key: str) -> Submission:
-        submission = self.store.resume(key)
+    def withdraw(self, key: str, who: str | None) -> Withdrawal:
+        return self.store.withdraw(key, who)
+
+    def clear_queue(self, who: str | None = None) -> list[str]:
+        """Cancel every queued job (running ones go on); returns their keys."""
+        return self.store.clear_queue(who)
+
+    def resume(self, key: str, who: str | None = None) -> Submission:
+        submission = self.store.resume(key, who)
         self._wake_workers()
         return submission
 
