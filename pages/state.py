@@ -145,21 +145,82 @@ def remembered(key: str, default: Any = None) -> Any:
 
 
 @dataclass
-class StreamCache:
-    """Events read so far for each run, so a live view reads only the new chunks on each refresh."""
+class _RunStream:
+    """One run's events as read so far, and its curves at that cursor (computed once per cursor)."""
 
-    cursors: dict[str, int] = field(default_factory=dict)
-    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cursor: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    curves: tuple[list, list, str] | None = None
+
+
+class StreamCache:
+    """Each run's event stream, read once per server process and shared by every session.
+
+    A live view looks at the stream's chunk count (:meth:`Store.stream_length`, one read); only the first
+    view to find that it moved reads the new chunks and rebuilds the run's curves, under the run's own lock,
+    while every other session (30 students watching one demo) gets the same lists: the server's work
+    grows with the runs watched, not with the viewers. Callers treat what they get as read-only.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit  # runs kept (the least recently read go first)
+        self._runs: dict[tuple[str, str], _RunStream] = {}
+        self._lock = threading.Lock()
+
+    def _entry(self, store: Store, key: str) -> _RunStream:
+        name = (str(store.root), key)
+        with self._lock:
+            entry = self._runs.pop(name, None) or _RunStream()
+            self._runs[name] = entry  # most recently used last
+            while len(self._runs) > self.limit:
+                self._runs.pop(next(iter(self._runs)))
+        return entry
+
+    def _fresh(self, store: Store, key: str) -> _RunStream:
+        entry = self._entry(store, key)
+        length = store.stream_length(key)
+        if length != entry.cursor:
+            with entry.lock:
+                if length < entry.cursor:  # a store rebuilt under us: read it again
+                    entry.cursor, entry.events = 0, []
+                if entry.cursor < length:
+                    new, cursor = store.read_events(key, entry.cursor)
+                    entry.events = entry.events + new  # a new list: readers holding the old one keep theirs
+                    entry.cursor, entry.curves = cursor, None
+        return entry
 
     def read(self, store: Store, key: str) -> list[dict[str, Any]]:
-        new, cursor = store.read_events(key, self.cursors.get(key, 0))
-        self.events.setdefault(key, []).extend(new)
-        self.cursors[key] = cursor
-        return self.events[key]
+        """The run's events up to now (read-only)."""
+        return self._fresh(store, key).events
+
+    def cursor(self, store: Store, key: str) -> int:
+        """The cursor the shared view of the run is at, after catching up."""
+        return self._fresh(store, key).cursor
+
+    def known(self, store: Store, key: str) -> list[dict[str, Any]]:
+        """The events already read for the run, without reading the store (empty if none were)."""
+        entry = self._runs.get((str(store.root), key))
+        return entry.events if entry is not None else []
+
+    def curves(self, store: Store, key: str) -> tuple[list, list, str]:
+        """``(train_loss, validation_metric, metric_name)`` at the current cursor, computed once per cursor."""
+        entry = self._fresh(store, key)
+        curves = entry.curves
+        if curves is None:
+            with entry.lock:
+                curves = entry.curves or _curves(store, key, entry.events)
+                if curves[0]:  # nothing yet (a run without a stream, before its result lands): ask again
+                    entry.curves = curves
+        return curves
+
+
+_STREAMS = StreamCache()
 
 
 def stream_cache() -> StreamCache:
-    return st.session_state.setdefault("_streams", StreamCache())
+    """The server process's shared stream cache (the same for every session)."""
+    return _STREAMS
 
 
 def run_curves(store: Store, key: str, cache: StreamCache | None = None) -> tuple[list, list, str]:
@@ -167,7 +228,10 @@ def run_curves(store: Store, key: str, cache: StreamCache | None = None) -> tupl
 
     A run recorded without a stream (an in-process sweep) falls back to its result's thinned curves.
     """
-    events = cache.read(store, key) if cache is not None else store.events(key)
+    return (cache or _STREAMS).curves(store, key)
+
+
+def _curves(store: Store, key: str, events: list[dict[str, Any]]) -> tuple[list, list, str]:
     curves = curves_from_events(events)
     metric = ""
     validation: list = []

@@ -629,6 +629,11 @@ class Store:
     def events(self, key: str) -> list[dict[str, Any]]:
         return self.streams.read(key, 0)[0]
 
+    def stream_length(self, key: str) -> int:
+        """The cursor after a job's last event chunk (one read, no lock): a view whose cursor equals it is
+        up to date and need not read or redraw anything."""
+        return self.streams.length(key)
+
     def follow(self, key: str, *, poll_s: float = 0.5, cursor: int = 0) -> Iterator[dict[str, Any]]:
         """Yield a job's events as they arrive, until it is no longer queued or running."""
         while True:
