@@ -126,16 +126,28 @@ class LocalExecutor:
 
         reap_children()
         started: list[int] = []
+        if self.store.workers_held():  # the teacher stopped the workers: queued jobs wait for a start
+            return started
         with self.store.cache.transact(retry=True):
             alive = self.store.workers(alive_only=True)
             for _ in range(self.workers - len(alive)):
                 started.append(start_worker(self.store, new_session=True).pid)
         return started
 
-    def stop_workers(self, timeout_s: float | None = None) -> list[int]:
+    def stop_workers(self, timeout_s: float | None = None, *, hold: bool = False,
+                     who: str | None = None) -> list[int]:
+        """Stop the alive workers (their runs checkpoint and become interrupted). With ``hold`` none is
+        started again, by a submission or a page, until :meth:`start_workers`."""
         from labcore.pool import stop_workers
 
+        if hold:
+            self.store.hold_workers(who)
         return stop_workers(self.store, timeout_s=timeout_s or self.store.settings.stop_timeout_s)
+
+    def start_workers(self) -> list[int]:
+        """Lift a hold and start workers as :meth:`ensure_workers` does."""
+        self.store.release_workers()
+        return self.ensure_workers()
 
     def alive_workers(self) -> list[dict[str, Any]]:
         return self.store.workers(alive_only=True)

@@ -118,6 +118,28 @@ def sidebar_status() -> None:
         status()
 
 
+def teacher_sign_in() -> None:
+    """The sidebar's teacher passcode, shown only where ``.streamlit/secrets.toml`` sets ``teacher_passcode``;
+    once entered, the Runs page shows the teacher's controls to this session."""
+    if state.teacher_passcode() is None:
+        return
+    with st.sidebar.expander("Teacher", icon=":material/school:", expanded=False):
+        if state.is_teacher():
+            st.caption("Teacher controls are on: the Runs page can cancel any run, clear the queue and stop or "
+                       "start the workers.")
+            if st.button("Sign out", key="teacher.out"):
+                st.session_state.pop("_teacher_code", None)
+                st.session_state.pop("teacher.code", None)
+                st.rerun()
+            return
+        code = st.text_input("Teacher passcode", type="password", key="teacher.code")
+        if code:
+            st.session_state["_teacher_code"] = code
+            if state.is_teacher():
+                st.rerun()
+            st.error("That is not the passcode.")
+
+
 def status_label(record: dict[str, Any]) -> str:
     return f"{STATUS_ICONS.get(record['status'], '')} {record['status']}"
 

@@ -10,6 +10,8 @@ our own and written back before the widget is drawn. No torch is imported here o
 from __future__ import annotations
 
 import dataclasses
+import hmac
+import secrets
 import threading
 import time
 import traceback
@@ -36,8 +38,9 @@ def get_store() -> Store:
     return open_store()
 
 
-def get_executor():
-    """The process's executor, on the store of the current cache (tests move the cache between apps)."""
+def get_executor() -> "AskingExecutor":
+    """The process's executor, on the store of the current cache (tests move the cache between apps), as
+    this browser session uses it: whatever it submits, resumes or withdraws is in the requester's name."""
     from labcore.executor import LocalExecutor
     from labcore.executor import get_executor as shared
 
@@ -45,7 +48,89 @@ def get_executor():
     store = get_store()
     if isinstance(executor, LocalExecutor) and Path(executor.store.root) != Path(store.root):
         executor = LocalExecutor(store, workers=executor.workers)
-    return executor
+    return AskingExecutor(executor, requester())
+
+
+class AskingExecutor:
+    """An executor seen by one requester: submissions, resumes and withdrawals carry ``who``; a cancel
+    (for everyone: the teacher's control) records ``who`` as the one who cancelled. Everything else is the
+    executor's own."""
+
+    def __init__(self, executor, who: str) -> None:
+        self.executor = executor
+        self.who = who
+
+    def submit(self, spec: Any, **options: Any):
+        return self._changed(self.executor.submit(spec, who=self.who, **options))
+
+    def submit_group(self, name: str, specs: Iterable[Any], **options: Any):
+        return self._changed(self.executor.submit_group(name, specs, who=self.who, **options))
+
+    def resume(self, key: str):
+        return self._changed(self.executor.resume(key, who=self.who))
+
+    def withdraw(self, key: str):
+        return self._changed(self.executor.withdraw(key, self.who))
+
+    def cancel(self, key: str, who: str | None = None):
+        return self._changed(self.executor.cancel(key, who or self.who))
+
+    def clear_queue(self, who: str | None = None):
+        return self._changed(self.executor.clear_queue(who or self.who))
+
+    def _changed(self, outcome: Any) -> Any:
+        """The queue changed: the next status line reads it again instead of the shared reading."""
+        with _SUMMARIES_LOCK:
+            _SUMMARIES.pop(str(self.executor.store.root), None)
+        return outcome
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.executor, name)
+
+
+# --------------------------------------------------------------------------------------------------
+# who is asking: a browser session (or a signed-in user), and the teacher
+
+
+TEACHER = "teacher"  # the name a teacher's cancel is recorded under
+
+
+def requester() -> str:
+    """Who this browser session is to the store: the signed-in user where ``st.login`` is set up, else a
+    session id kept in ``st.session_state`` (a browser refresh starts a new one)."""
+    try:
+        if st.user.is_logged_in:
+            return str(st.user.get("email") or st.user.get("name") or "user")
+    except Exception:  # no authentication configured, or an older Streamlit
+        pass
+    if "_requester" not in st.session_state:
+        st.session_state["_requester"] = f"session-{secrets.token_hex(3)}"
+    return st.session_state["_requester"]
+
+
+def who_label(who: str | None) -> str:
+    """A requester as the pages name them."""
+    if not who:
+        return "the command line"
+    if who == TEACHER:
+        return "the teacher"
+    return "you" if who == requester() else who
+
+
+def teacher_passcode() -> str | None:
+    """The passcode of ``.streamlit/secrets.toml`` (``teacher_passcode = "..."``); None when there is none."""
+    try:
+        value = st.secrets.get("teacher_passcode")
+    except Exception:  # no secrets.toml anywhere: no teacher controls
+        return None
+    return str(value) if value else None
+
+
+def is_teacher() -> bool:
+    """Has this session entered the teacher's passcode?"""
+    code = teacher_passcode()
+    entered = st.session_state.get("_teacher_code", "")
+    return bool(code) and hmac.compare_digest(str(entered).encode(), code.encode())
 
 
 def result_of(store: Store, key: str) -> RunRecord | None:
@@ -59,12 +144,24 @@ def results(store: Store, keys: Iterable[str]) -> list[RunRecord]:
     return [r for r in (result_of(store, k) for k in keys) if r is not None]
 
 
+_SUMMARIES: dict[str, tuple[float, dict[str, Any]]] = {}
+_SUMMARIES_LOCK = threading.Lock()
+SUMMARY_TTL_S = 1.0  # how long one reading of the workers and the queue serves every session
+
+
 def worker_summary(store: Store) -> dict[str, Any]:
-    """Alive workers and what the queue holds, for the status line every page shows."""
-    workers = store.workers()
-    records = store.runs()
-    return {"workers": workers, "queued": sum(r["status"] == "queued" for r in records),
-            "running": sum(r["status"] == "running" for r in records), "total": len(records)}
+    """Alive workers and what the queue holds, for the status line every page shows: read at most once a
+    second per server and shared by every session (it reads every record, and each viewer's sidebar asks)."""
+    root = str(store.root)
+    with _SUMMARIES_LOCK:
+        found = _SUMMARIES.get(root)
+        if found is None or time.monotonic() - found[0] > SUMMARY_TTL_S:
+            workers = store.workers()
+            records = store.runs()
+            found = _SUMMARIES[root] = (time.monotonic(), {
+                "workers": workers, "queued": sum(r["status"] == "queued" for r in records),
+                "running": sum(r["status"] == "running" for r in records), "total": len(records)})
+    return dict(found[1])
 
 
 # --------------------------------------------------------------------------------------------------

@@ -696,6 +696,17 @@ class Store:
         return self.files.files(key)
 
     # ------------------------------------------------------------------------------------ workers
+    def hold_workers(self, who: str | None = None) -> None:
+        """Ask that no worker be started (the teacher stopped them): pages and submissions respect it."""
+        self.cache.set("meta/workers-held", {"who": who or "", "t": _now()})
+
+    def release_workers(self) -> None:
+        self.cache.delete("meta/workers-held")
+
+    def workers_held(self) -> dict[str, Any] | None:
+        """Who held the workers and when, or None."""
+        return self.cache.get("meta/workers-held")
+
     def register_worker(self, pid: int, *, state: str = "starting", command: str = "") -> None:
         self.worker_registry.register(pid, state=state, command=command)
 
