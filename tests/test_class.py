@@ -109,3 +109,17 @@ def test_the_teacher_sees_the_controls_and_cancels_for_everyone(queued):
     record = store.get(key)
     assert (record["status"], record["cancelled_by"], record["requesters"]) == ("cancelled", "teacher", [])
     assert "cancelled by the teacher" in texts(at)
+
+
+def test_workers_the_teacher_stopped_stay_stopped_until_started(tmp_path):
+    from labcore.store import Store
+
+    store = Store(tmp_path / "store")
+    try:
+        store.hold_workers("teacher")
+        assert LocalExecutor(store).ensure_workers() == []  # a submission or a page starts none
+        assert store.workers_held()["who"] == "teacher"
+        store.release_workers()
+        assert store.workers_held() is None
+    finally:
+        store.close()
