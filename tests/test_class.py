@@ -123,3 +123,31 @@ def test_workers_the_teacher_stopped_stay_stopped_until_started(tmp_path):
         assert store.workers_held() is None
     finally:
         store.close()
+
+
+def test_live_curves_and_figures_are_built_once_per_cursor_for_every_session(tmp_path, monkeypatch):
+    from labcore.store import Store
+    from pages import common, state
+
+    store = Store(tmp_path / "store")
+    try:
+        key = "k1"
+        store.append_events(key, [{"type": "step", "step": s, "loss": 1.0 / s, "t": s} for s in range(1, 6)])
+        reads = []
+        real = store.read_events
+        monkeypatch.setattr(store, "read_events", lambda k, c=0: reads.append(c) or real(k, c))
+        cache = state.StreamCache()
+        first = cache.curves(store, key)
+        assert cache.curves(store, key) is first  # a second viewer at the same cursor: the same lists
+        assert reads == [0] and len(first[0]) == 5
+        store.append_events(key, [{"type": "step", "step": 6, "loss": 0.1, "t": 6}])
+        moved = cache.curves(store, key)
+        assert moved is not first and len(moved[0]) == 6 and reads == [0, 1]  # only the new chunk is read
+
+        builds = []
+        figures = common.FigureCache()
+        for _ in range(3):  # three sessions asking for the same figure
+            figures.get(("sig", 1), lambda: builds.append(1) or (common.figures.loss_curves([]), []))
+        assert builds == [1]
+    finally:
+        store.close()
