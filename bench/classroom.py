@@ -276,7 +276,8 @@ def main() -> None:
     for n, r in rows:
         rel = f"{r['steps_s'] / solo:.2f}" if solo else "-"
         print(f"{n:>3} {r['live']:>3}/{r['pages']:<3} {r['updates']:>16.1f} {r['gap']:>9.1f} {r['age']:>9.1f} "
-              f"{r['server_cpu']:>12.0f} {r['server_mb']:>9.0f} {r['browsers_cpu']:>14.0f} {r['steps_s']:>8.2f} {rel:>5}")
+              f"{r['server_cpu']:>12.0f} {r['server_mb']:>9.0f} {r['browsers_cpu']:>14.0f} {r['steps_s']:>8.2f} "
+              f"{rel:>5}")
     print(f"(cores: {os.cpu_count()}; load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())})")
 
 

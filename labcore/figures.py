@@ -626,7 +626,8 @@ __all__ = [
     "BASELINE", "PALETTE", "PRETRAINED", "SCRATCH", "RunCurves", "attention_compare", "attention_grid",
     "bars_with_error", "class_balance", "condition_fields", "condition_label", "distinct_roles",
     "group_by_condition", "layer_distance_lines", "length_histogram",
-    "decimate", "loss_curves", "mapping_diff", "mapping_table", "mean_std", "mean_std_curves", "paper_table", "role_colors",
+    "decimate", "loss_curves", "mapping_diff", "mapping_table", "mean_std", "mean_std_curves", "paper_table",
+    "role_colors",
     "role_of", "smooth", "steps_to_converge_table", "summary_table",
 ]
 

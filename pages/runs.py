@@ -238,15 +238,20 @@ for key in keys:
             b[4].button("Cancel for everyone", key=f"cancel-all-{key}", disabled=status not in ACTIVE,
                         on_click=_ask, args=("cancel", key), help="The teacher's cancel: it stops whoever asked.")
         if _pending("withdraw", key):
-            others = [w for w in record.get("requesters") or [] if w != executor.who]
-            prompt = (f"Withdraw your request? {len(others)} other{'s' if len(others) != 1 else ''} still wait for "
-                      f"this run; it goes on for them." if others else
-                      "Cancel this run? Nobody else waits for it: it stops after its current step.")
+            asking = record.get("requesters") or []
+            others = [w for w in asking if w != executor.who]
+            many = f"{len(others)} other{'s' if len(others) != 1 else ''}"
+            if others and executor.who not in asking:
+                prompt = f"You did not ask for this run; {many} wait for it, so it goes on whatever you do."
+            elif others:
+                prompt = f"Withdraw your request? {many} still wait for this run; it goes on for them."
+            else:
+                prompt = "Cancel this run? Nobody else waits for it: it stops after its current step."
             _confirm(prompt, "Yes, cancel", lambda: _withdrawn(key), key=key, action="withdraw")
         if _pending("cancel", key):
             _confirm(f"Cancel this run for all {len(record.get('requesters') or [])} who asked for it?",
-                     "Yes, cancel for everyone",
-                     lambda: f"Cancelled for everyone ({executor.cancel(key, state.TEACHER).status}).", key=key, action="cancel")
+                     "Yes, cancel for everyone", key=key, action="cancel",
+                     do=lambda: f"Cancelled for everyone ({executor.cancel(key, state.TEACHER).status}).")
         if b[1].button("Resume", key=f"resume-{key}", disabled=status not in STOPPED,
                        help="Continue from the last checkpoint."):
             _act("Resume", key, lambda: executor.resume(key))
