@@ -151,3 +151,21 @@ def test_live_curves_and_figures_are_built_once_per_cursor_for_every_session(tmp
         assert builds == [1]
     finally:
         store.close()
+
+
+def test_two_sessions_pressing_the_same_demo_share_its_runs_and_both_are_recorded(tmp_path, monkeypatch):
+    from labcore import demos
+
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    store = open_store()
+    store.hold_workers("test")  # no worker process: the runs stay queued
+    index = demos.DEMOS.names().index("bits")
+    for who in ("ann", "ben"):
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.session_state["_requester"] = who
+        at.run()
+        at = [b for b in at.button if b.label == "▶ Run this demo"][index].click().run()
+        assert not at.exception, [e.message for e in at.exception]
+    records = store.jobs(group=demos.DEMOS["bits"].group)
+    assert len(records) == 2 and {r["status"] for r in records} == {"queued"}
+    assert all((r["started_by"], r["requesters"]) == ("ann", ["ann", "ben"]) for r in records)
