@@ -254,7 +254,7 @@ def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None
             status = store.status(key)
         except LabError:
             continue
-        prog = state.progress(status.status, status.step, status.total_steps, cache.known(store, key))
+        prog = state.progress(status.status, status.step, status.total_steps, cache.pace(store, key))
         name = names[i] if i < len(names) else status.label
         st.progress(prog.fraction, text=f"{STATUS_ICONS.get(status.status, '')} **{name}**: {prog.text}")
         if status.error and status.status in STOPPED:

@@ -118,7 +118,7 @@ def _table(rows) -> pd.DataFrame:
         result = r.get("result") or {}
         step = (beat or {}).get("step", result.get("steps_done", 0)) or 0
         total = (beat or {}).get("total_steps", result.get("total_steps", 0)) or 0
-        prog = state.progress(r["status"], int(step), int(total), cache.known(store, r["key"]))
+        prog = state.progress(r["status"], int(step), int(total), cache.pace(store, r["key"], read=False))
         test = result.get("test", {}).get(result.get("metric", ""), None)
         out.append({"status": r["status"], "run": r.get("label", ""), "progress": prog.fraction,
                     "where": prog.text, "test": test, "groups": ", ".join(r.get("groups", [])),

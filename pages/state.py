@@ -249,6 +249,15 @@ class _RunStream:
     cursor: int = 0
     events: list[dict[str, Any]] = field(default_factory=list)
     curves: tuple[list, list, str] | None = None
+    pace: tuple[int, list[dict[str, Any]]] = (-1, [])  # (cursor, first and last timed step of its attempt)
+
+
+def _pace(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events :func:`progress` needs for an ETA, at most two: the current attempt's first and last timed
+    steps (so thirty viewers do not each walk a long run's whole stream on every refresh)."""
+    start = max((i for i, e in enumerate(events) if e.get("type") == "attempt"), default=-1)
+    timed = [e for e in events[start + 1:] if e.get("type") == "step" and "t" in e]
+    return timed[:1] + timed[-1:] if len(timed) > 1 else timed
 
 
 class StreamCache:
@@ -295,10 +304,18 @@ class StreamCache:
         """The cursor the shared view of the run is at, after catching up."""
         return self._fresh(store, key).cursor
 
-    def known(self, store: Store, key: str) -> list[dict[str, Any]]:
-        """The events already read for the run, without reading the store (empty if none were)."""
-        entry = self._runs.get((str(store.root), key))
-        return entry.events if entry is not None else []
+    def pace(self, store: Store, key: str, *, read: bool = True) -> list[dict[str, Any]]:
+        """What :func:`progress` needs of the run's events for its ETA, computed once per cursor. With
+        ``read=False`` only what was already read (nothing for a run no view follows)."""
+        entry = self._fresh(store, key) if read else self._runs.get((str(store.root), key))
+        if entry is None:
+            return []
+        cursor, pace = entry.pace
+        if cursor != entry.cursor:
+            with entry.lock:
+                entry.pace = (entry.cursor, _pace(entry.events))
+                pace = entry.pace[1]
+        return pace
 
     def curves(self, store: Store, key: str) -> tuple[list, list, str]:
         """``(train_loss, validation_metric, metric_name)`` at the current cursor, computed once per cursor."""

@@ -169,3 +169,23 @@ def test_two_sessions_pressing_the_same_demo_share_its_runs_and_both_are_recorde
     records = store.jobs(group=demos.DEMOS["bits"].group)
     assert len(records) == 2 and {r["status"] for r in records} == {"queued"}
     assert all((r["started_by"], r["requesters"]) == ("ann", ["ann", "ben"]) for r in records)
+
+
+def test_the_eta_reads_only_the_current_attempts_first_and_last_step(tmp_path):
+    from labcore.store import Store
+    from pages import state
+
+    store = Store(tmp_path / "store")
+    try:
+        steps = [{"type": "step", "step": s, "t": 100.0 + s} for s in range(1, 50)]
+        store.append_events("k", [{"type": "attempt", "attempt": 1}] + steps[:10] + [{"type": "attempt", "attempt": 2}])
+        store.append_events("k", steps[20:40])
+        cache = state.StreamCache()
+        assert cache.pace(store, "k", read=False) == []  # nothing read yet, and nothing read for it
+        pace = cache.pace(store, "k")
+        assert pace == [steps[20], steps[39]]
+        events = cache.read(store, "k")
+        full = state.progress("running", 40, 100, events, now=200.0)
+        assert state.progress("running", 40, 100, pace, now=200.0) == full and full.eta_s == 60.0
+    finally:
+        store.close()
