@@ -186,4 +186,5 @@ PAGES = [
 page = st.navigation(PAGES)
 state.persist_widgets(("exp.", "keep."))
 common.sidebar_status()
+common.teacher_sign_in()
 page.run()

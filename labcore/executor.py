@@ -24,7 +24,7 @@ from labcore import jobs
 from labcore.errors import LabError
 from labcore.paths import env_number
 from labcore.registry import Registry
-from labcore.store import FINISHED, JobStatus, NewJob, Store, Submission, open_store
+from labcore.store import FINISHED, JobStatus, NewJob, Store, Submission, Withdrawal, open_store
 
 
 class Executor(Protocol):
@@ -32,16 +32,22 @@ class Executor(Protocol):
 
     store: Store
 
-    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        """Queue a job of any kind (a finished key returns its result at once; a live one returns itself)."""
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None,
+               who: str | None = None) -> Submission:
+        """Queue a job of any kind (a finished key returns its result at once; a live one returns itself,
+        with ``who`` added to the people waiting for it)."""
 
-    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep",
+                     who: str | None = None) -> list[Submission]:
         """Queue several jobs as the named group ``name`` (a sweep, a demo)."""
 
-    def cancel(self, key: str) -> JobStatus:
-        """Stop a job at its next step (a queued one at once); it keeps its events."""
+    def cancel(self, key: str, who: str | None = None) -> JobStatus:
+        """Stop a job for everyone at its next step (a queued one at once); it keeps its events."""
 
-    def resume(self, key: str) -> Submission:
+    def withdraw(self, key: str, who: str | None) -> Withdrawal:
+        """Take back ``who``'s request: the job stops only if nobody else still waits for it."""
+
+    def resume(self, key: str, who: str | None = None) -> Submission:
         """Continue a stopped job (dead, interrupted, cancelled, failed) from its last checkpoint."""
 
     def status(self, key: str) -> JobStatus:
@@ -65,12 +71,40 @@ class _StoreExecutor:
     def _wake_workers(self) -> None:
         raise NotImplementedError
 
-    def cancel(self, key: str) -> JobStatus:
-        self.store.cancel(key)
+    def _admit(self, new: list[NewJob]) -> None:
+        """Refuse jobs this executor could never run, before any is queued (the local pool runs any)."""
+
+    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None,
+               who: str | None = None) -> Submission:
+        job = jobs.new_job(spec)
+        self._admit([job])
+        submission = self.store.submit(job, priority=priority, group=group, who=who)
+        if submission.status == "queued":
+            self._wake_workers()
+        return submission
+
+    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep",
+                     who: str | None = None) -> list[Submission]:
+        new = [jobs.new_job(s) for s in specs]
+        self._admit(new)
+        submissions = self.store.submit_group(name, new, priority=priority, who=who)
+        if any(s.status == "queued" for s in submissions):
+            self._wake_workers()
+        return submissions
+
+    def cancel(self, key: str, who: str | None = None) -> JobStatus:
+        self.store.cancel(key, who)
         return self.store.status(key)
 
-    def resume(self, key: str) -> Submission:
-        submission = self.store.resume(key)
+    def withdraw(self, key: str, who: str | None) -> Withdrawal:
+        return self.store.withdraw(key, who)
+
+    def clear_queue(self, who: str | None = None) -> list[str]:
+        """Cancel every queued job (running ones go on); returns their keys."""
+        return self.store.clear_queue(who)
+
+    def resume(self, key: str, who: str | None = None) -> Submission:
+        submission = self.store.resume(key, who)
         self._wake_workers()
         return submission
 
@@ -100,18 +134,6 @@ class LocalExecutor(_StoreExecutor):
         """The same executor on another store (the pages follow the current cache)."""
         return LocalExecutor(store, workers=self.workers, autostart=self.autostart)
 
-    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        submission = self.store.submit(jobs.new_job(spec), priority=priority, group=group)
-        if submission.status == "queued":
-            self._wake_workers()
-        return submission
-
-    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
-        submissions = self.store.submit_group(name, [jobs.new_job(s) for s in specs], priority=priority)
-        if any(s.status == "queued" for s in submissions):
-            self._wake_workers()
-        return submissions
-
     # -------------------------------------------------------------------------------- local workers
     def _wake_workers(self) -> None:
         if self.autostart:
@@ -128,16 +150,28 @@ class LocalExecutor(_StoreExecutor):
 
         reap_children()
         started: list[int] = []
+        if self.store.workers_held():  # the teacher stopped the workers: queued jobs wait for a start
+            return started
         with self.store.cache.transact(retry=True):
             alive = self.store.workers(alive_only=True, role="worker")
             for _ in range(self.workers - len(alive)):
                 started.append(start_worker(self.store, new_session=True).pid)
         return started
 
-    def stop_workers(self, timeout_s: float | None = None) -> list[int]:
+    def stop_workers(self, timeout_s: float | None = None, *, hold: bool = False,
+                     who: str | None = None) -> list[int]:
+        """Stop the alive workers (their runs checkpoint and become interrupted). With ``hold`` none is
+        started again, by a submission or a page, until :meth:`start_workers`."""
         from labcore.pool import stop_workers
 
+        if hold:
+            self.store.hold_workers(who)
         return stop_workers(self.store, timeout_s=timeout_s or self.store.settings.stop_timeout_s)
+
+    def start_workers(self) -> list[int]:
+        """Lift a hold and start workers as :meth:`ensure_workers` does."""
+        self.store.release_workers()
+        return self.ensure_workers()
 
     def alive_workers(self) -> list[dict[str, Any]]:
         return self.store.workers(alive_only=True, role="worker")
@@ -171,21 +205,8 @@ class RayExecutor(LocalExecutor):
         return RayExecutor(store, address=self.address, autostart=self.autostart,
                            start_timeout_s=self.start_timeout_s)
 
-    def submit(self, spec: Any, *, priority: str = "interactive", group: str | None = None) -> Submission:
-        job = jobs.new_job(spec)
-        self.check_fits([job])
-        submission = self.store.submit(job, priority=priority, group=group)
-        if submission.status == "queued":
-            self._wake_workers()
-        return submission
-
-    def submit_group(self, name: str, specs: Iterable[Any], *, priority: str = "sweep") -> list[Submission]:
-        new = [jobs.new_job(s) for s in specs]
+    def _admit(self, new: list[NewJob]) -> None:
         self.check_fits(new)
-        submissions = self.store.submit_group(name, new, priority=priority)
-        if any(s.status == "queued" for s in submissions):
-            self._wake_workers()
-        return submissions
 
     # ------------------------------------------------------------------------------ the cluster
     def cluster(self) -> dict[str, Any]:

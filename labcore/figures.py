@@ -125,13 +125,43 @@ class RunCurves:
     status: str = ""
 
 
+MAX_POINTS = 1000  # points per trace of a live figure: what a browser draws smoothly and the wire carries fast
+
+
+def decimate(points: Sequence[Sequence[float]], limit: int = MAX_POINTS) -> list:
+    """At most ``limit`` of ``points`` (``(x, y, ...)`` in x order) that draw the same line: the first and
+    the last, and from each of ``(limit - 2) // 2`` equal slices of the rest its lowest and highest y, in
+    their order (min/max decimation: spikes and dips survive, unlike every-k-th thinning). Non-finite y
+    never count as the extreme of a slice. Fewer than ``limit`` points come back unchanged."""
+    if limit < 4:
+        raise ValueError(f"decimate needs a limit of at least 4 points, got {limit}")
+    points = list(points)
+    if len(points) <= limit:
+        return points
+    inner = points[1:-1]
+    slices = (limit - 2) // 2
+    size = len(inner) / slices
+    kept = [points[0]]
+    for b in range(slices):
+        chunk = inner[int(b * size):int((b + 1) * size)]
+        if not chunk:
+            continue
+        finite = [i for i, p in enumerate(chunk) if math.isfinite(float(p[1]))] or [0]
+        low = min(finite, key=lambda i: float(chunk[i][1]))
+        high = max(finite, key=lambda i: float(chunk[i][1]))
+        kept.extend(chunk[i] for i in sorted({low, high}))
+    kept.append(points[-1])
+    return kept
+
+
 def loss_curves(runs: Sequence[RunCurves], *, smoothing: float = 0.0, metric: str = "metric",
-                title: str = "") -> go.Figure:
+                title: str = "", max_points: int = MAX_POINTS) -> go.Figure:
     """Train-loss curves overlaid (solid, left axis) with each run's validation metric (dashed, right axis).
 
     One legend entry per run (its two lines toggle together). With ``smoothing`` > 0 the raw loss stays
     as a faint line behind the smoothed one, so smoothing never hides a spike. Colours by role:
-    pretrained blue, random orange (Kao & Lee fig. 3).
+    pretrained blue, random orange (Kao & Lee fig. 3). Each trace keeps at most ``max_points`` points
+    (:func:`decimate`; smoothing sees every point first), so a long run's figure stays small.
     """
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     colours = role_colors([r.role or r.label for r in runs])
@@ -140,17 +170,23 @@ def loss_curves(runs: Sequence[RunCurves], *, smoothing: float = 0.0, metric: st
         losses = [p[1] for p in run.train_loss]
         name = run.label + (f" ({run.status})" if run.status and run.status not in ("done", "running") else "")
         if steps and smoothing > 0:
-            fig.add_trace(go.Scatter(x=steps, y=losses, mode="lines", line=dict(color=colour, width=1),
+            raw = decimate(list(zip(steps, losses)), max_points)
+            fig.add_trace(go.Scatter(x=[p[0] for p in raw], y=[p[1] for p in raw], mode="lines",
+                                     line=dict(color=colour, width=1),
                                      opacity=0.25, name=f"{name} raw", legendgroup=run.label,
                                      showlegend=False, hoverinfo="skip"), secondary_y=False)
             losses = smooth(losses, smoothing)
+        if len(steps) > max_points:
+            thinned = decimate(list(zip(steps, losses)), max_points)
+            steps, losses = [p[0] for p in thinned], [p[1] for p in thinned]
         if steps:
             fig.add_trace(go.Scatter(x=steps, y=losses, mode="lines", line=dict(color=colour, width=2),
                                      name=name, legendgroup=run.label,
                                      hovertemplate="step %{x}: train loss %{y:.4f}<extra>" + name + "</extra>"),
                           secondary_y=False)
-        if run.validation:
-            fig.add_trace(go.Scatter(x=[p[0] for p in run.validation], y=[p[1] for p in run.validation],
+        validation = decimate(run.validation, max_points)
+        if validation:
+            fig.add_trace(go.Scatter(x=[p[0] for p in validation], y=[p[1] for p in validation],
                                      mode="lines+markers", line=dict(color=colour, width=2, dash="dash"),
                                      marker=dict(size=6), name=f"{name}: validation {metric}",
                                      legendgroup=run.label, showlegend=not steps,
@@ -590,7 +626,8 @@ __all__ = [
     "BASELINE", "PALETTE", "PRETRAINED", "SCRATCH", "RunCurves", "attention_compare", "attention_grid",
     "bars_with_error", "class_balance", "condition_fields", "condition_label", "distinct_roles",
     "group_by_condition", "layer_distance_lines", "length_histogram",
-    "loss_curves", "mapping_diff", "mapping_table", "mean_std", "mean_std_curves", "paper_table", "role_colors",
+    "decimate", "loss_curves", "mapping_diff", "mapping_table", "mean_std", "mean_std_curves", "paper_table",
+    "role_colors",
     "role_of", "smooth", "steps_to_converge_table", "summary_table",
 ]
 

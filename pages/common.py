@@ -3,10 +3,16 @@
 Pages never train and never wait: they submit specs to the executor and read the store. Live views are
 fragments that rerun on a timer (``run_every``) only while a run is queued or running, so an idle page
 costs nothing; when the last run ends, the fragment reruns the whole page once to show final results.
+What they draw comes from caches shared by every session (:class:`state.StreamCache`, :class:`FigureCache`):
+a class watching one demo costs the server one read of the new events and one figure per cursor, not one
+per viewer.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import os
+import threading
 from dataclasses import dataclass
 from typing import Any, Sequence
 
@@ -42,8 +48,15 @@ class Refresh:
     run_list_s: float = 3.0  # the Runs page's queue table, while any run is active
     worker_status_s: float = 5.0  # the worker and queue status line (sidebar and Home)
 
+    def scaled(self, factor: float) -> "Refresh":
+        """Every interval times ``factor`` (2: half as many redraws, for a big class on a small server)."""
+        if not factor > 0:
+            raise LabError(f"TRANSFERLAB_REFRESH_SCALE must be a positive number, got {factor!r}")
+        return Refresh(**{f.name: getattr(self, f.name) * factor for f in dataclasses.fields(self)})
 
-REFRESH = Refresh()
+
+# The one setting: TRANSFERLAB_REFRESH_SCALE multiplies every interval above (default 1).
+REFRESH = Refresh().scaled(float(os.environ.get("TRANSFERLAB_REFRESH_SCALE", "1") or 1))
 STATUS_ICONS = {"queued": ":material/schedule:", "running": ":blue[:material/play_circle:]",
                 "done": ":green[:material/check_circle:]", "diverged": ":orange[:material/warning:]",
                 "failed": ":red[:material/error:]", "cancelled": ":gray[:material/stop_circle:]",
@@ -105,6 +118,28 @@ def sidebar_status() -> None:
         status()
 
 
+def teacher_sign_in() -> None:
+    """The sidebar's teacher passcode, shown only where ``.streamlit/secrets.toml`` sets ``teacher_passcode``;
+    once entered, the Runs page shows the teacher's controls to this session."""
+    if state.teacher_passcode() is None:
+        return
+    with st.sidebar.expander("Teacher", icon=":material/school:", expanded=False):
+        if state.is_teacher():
+            st.caption("Teacher controls are on: the Runs page can cancel any run, clear the queue and stop or "
+                       "start the workers.")
+            if st.button("Sign out", key="teacher.out"):
+                st.session_state.pop("_teacher_code", None)
+                st.session_state.pop("teacher.code", None)
+                st.rerun()
+            return
+        code = st.text_input("Teacher passcode", type="password", key="teacher.code")
+        if code:
+            st.session_state["_teacher_code"] = code
+            if state.is_teacher():
+                st.rerun()
+            st.error("That is not the passcode.")
+
+
 def status_label(record: dict[str, Any]) -> str:
     return f"{STATUS_ICONS.get(record['status'], '')} {record['status']}"
 
@@ -150,25 +185,64 @@ def short_labels(store, keys: Sequence[str]) -> list[str]:
     return [figures.condition_label(r["spec"], fields) if fields else r.get("label", r["key"][:8]) for r in records]
 
 
+class FigureCache:
+    """Live figures shared by every session of the server, keyed by what they show: each run's key, event
+    cursor and status, the legend names, the smoothing and the title. Thirty viewers of one demo at one
+    cursor cost one Plotly figure, built by the first of them while the others wait for it (building the
+    same figure in many script threads at once is what froze a class of 20)."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._figures: dict[tuple, tuple[Any, list]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, signature: tuple, build) -> tuple[Any, list]:
+        with self._lock:
+            found = self._figures.get(signature)
+            if found is None:
+                found = self._figures[signature] = build()
+                _freeze(found[0])
+                while len(self._figures) > self.limit:
+                    self._figures.pop(next(iter(self._figures)))
+        return found
+
+
+def _freeze(fig) -> None:
+    """Serialise a shared figure's dict once: ``st.plotly_chart`` asks every viewer's figure for
+    ``to_dict()`` (a deep copy, half of its cost per viewer), and a shared figure is never changed."""
+    spec = fig.to_dict()
+    object.__setattr__(fig, "to_dict", lambda: spec)
+
+
+FIGURES = FigureCache()
+
+
 def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, smoothing: float = 0.0,
                   title: str = ""):
-    """The overlay figure of several runs (train loss solid, validation metric dashed on the right axis)."""
+    """The overlay figure of several runs (train loss solid, validation metric dashed on the right axis),
+    from the shared caches: rebuilt only when a run's cursor or status moved."""
     cache = state.stream_cache()
-    runs = []
-    metric = ""
-    names = list(roles) if roles is not None else short_labels(store, keys)
-    for i, key in enumerate(keys):
-        record = store.get(key)
-        if record is None:
-            continue
-        train, validation, name = state.run_curves(store, key, cache)
-        metric = metric or name
-        role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record["spec"])
-        label = names[i] if i < len(names) else record.get("label", key[:8])
-        runs.append(figures.RunCurves(label=label, role=role, train_loss=train, validation=validation,
-                                      status=record["status"]))
-    return figures.loss_curves(runs, smoothing=smoothing, metric=metric.replace("_", " ") or "metric",
-                               title=title), runs
+    records = [(k, store.get(k)) for k in keys]
+    records = [(k, r) for k, r in records if r is not None]
+    shown = [k for k, _ in records]
+    names = list(roles) if roles is not None else short_labels(store, shown)
+    signature = (str(store.root), tuple((k, cache.cursor(store, k), r["status"]) for k, r in records),
+                 tuple(names), tuple(roles or ()), round(float(smoothing), 3), title)
+
+    def build():
+        runs = []
+        metric = ""
+        for i, (key, record) in enumerate(records):
+            train, validation, name = state.run_curves(store, key, cache)
+            metric = metric or name
+            role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record["spec"])
+            label = names[i] if i < len(names) else record.get("label", key[:8])
+            runs.append(figures.RunCurves(label=label, role=role, train_loss=train, validation=validation,
+                                          status=record["status"]))
+        return figures.loss_curves(runs, smoothing=smoothing, metric=metric.replace("_", " ") or "metric",
+                                   title=title), runs
+
+    return FIGURES.get(signature, build)
 
 
 def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None) -> None:
@@ -180,8 +254,7 @@ def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None
             status = store.status(key)
         except LabError:
             continue
-        events = cache.events.get(key, [])
-        prog = state.progress(status.status, status.step, status.total_steps, events)
+        prog = state.progress(status.status, status.step, status.total_steps, cache.pace(store, key))
         name = names[i] if i < len(names) else status.label
         st.progress(prog.fraction, text=f"{STATUS_ICONS.get(status.status, '')} **{name}**: {prog.text}")
         if status.error and status.status in STOPPED:

@@ -2,6 +2,11 @@
 
 The run or group shown lives in the address (``?run=KEY`` or ``?group=NAME``), so a reload or a second tab
 shows the same live view.
+
+Runs belong to whoever asked for them: a viewer's Cancel withdraws their own request, and the run stops only
+when nobody else waits for it. The teacher (the passcode of ``.streamlit/secrets.toml``, entered in the
+sidebar) can cancel any run for everyone, clear the queue and stop or start the workers. Every destructive
+action asks first.
 """
 
 from __future__ import annotations
@@ -30,6 +35,80 @@ if not records:
     st.stop()
 
 
+executor = state.get_executor()
+CONFIRM = "runs.confirm"  # the destructive action waiting for a yes: (action, key)
+
+
+def _ask(action: str, key: str = "") -> None:
+    st.session_state[CONFIRM] = (action, key)
+
+
+def _never_mind() -> None:
+    st.session_state.pop(CONFIRM, None)
+
+
+def _pending(action: str, key: str = "") -> bool:
+    return tuple(st.session_state.get(CONFIRM) or ()) == (action, key)
+
+
+def _confirm(prompt: str, yes: str, do, *, key: str = "", action: str = "") -> None:
+    """The question of a destructive action with its two answers; ``do()`` returns what to tell the viewer."""
+    st.warning(prompt)
+    c = st.columns([1, 1, 3])
+    if c[0].button(yes, key=f"yes-{action}-{key}", type="primary"):
+        _never_mind()
+        try:
+            st.session_state["runs.note"] = do()
+        except LabError as exc:
+            st.session_state["runs.error"] = f"{yes} {key[:8]}: {exc}"
+        st.rerun()
+    c[1].button("Keep it", key=f"no-{action}-{key}", on_click=_never_mind)
+
+
+def _withdrawn(key: str) -> str:
+    done = executor.withdraw(key)
+    if done.outcome == "withdrawn":
+        return (f"Your request is withdrawn; {done.others} other{'s' if done.others != 1 else ''} still "
+                f"wait{'s' if done.others == 1 else ''} for this run, so it goes on for them.")
+    if done.outcome == "not-requested":
+        return (f"You had not asked for this run; {done.others} other{'s' if done.others != 1 else ''} "
+                f"wait{'s' if done.others == 1 else ''} for it, so it goes on. Only the teacher can stop it.")
+    if done.outcome == "cancelled":
+        return "Cancelled: nobody else was waiting for it; it stops after its current step."
+    return f"It had already ended ({done.record['status']})."
+
+
+# --------------------------------------------------------------------------------------- teacher controls
+if state.is_teacher():
+    with st.expander(":material/school: Teacher controls", expanded=True):
+        summary = state.worker_summary(store)
+        held = store.workers_held()
+        st.caption(f"{len(summary['workers'])} worker(s) alive · {summary['running']} running · "
+                   f"{summary['queued']} queued" + (" · workers stopped by the teacher: queued runs wait"
+                                                     if held else ""))
+        c = st.columns(3)
+        c[0].button("Clear the queue…", key="teacher.clear", on_click=_ask, args=("clear",),
+                    disabled=not summary["queued"], help="Cancel every queued run; running ones go on.")
+        if c[1].button("Start the workers", key="teacher.start", disabled=bool(summary["workers"]) and not held):
+            try:
+                executor.start_workers()
+            except (LabError, OSError) as exc:
+                st.error(f"Could not start a worker: {exc}")
+        c[2].button("Stop the workers…", key="teacher.stop", on_click=_ask, args=("stop",),
+                    disabled=not summary["workers"], help="Running runs checkpoint and stop (interrupted); "
+                                                          "no worker starts again until you start them.")
+        if _pending("clear"):
+            _confirm(f"Cancel all {summary['queued']} queued runs, whoever asked for them?", "Yes, clear the queue",
+                     lambda: f"Cancelled {len(executor.clear_queue(state.TEACHER))} queued runs.", action="clear")
+        if _pending("stop"):
+            def stop() -> str:
+                store.hold_workers(state.TEACHER)
+                state.start_task("stop-workers", lambda progress: executor.stop_workers())
+                return "Stopping the workers: running runs checkpoint first (up to half a minute)."
+            _confirm("Stop every worker? Running runs stop at their next step and can be resumed later.",
+                     "Yes, stop them", stop, action="stop")
+
+
 # ----------------------------------------------------------------------------------------------- the list
 def _table(rows) -> pd.DataFrame:
     cache = state.stream_cache()
@@ -39,11 +118,13 @@ def _table(rows) -> pd.DataFrame:
         result = r.get("result") or {}
         step = (beat or {}).get("step", result.get("steps_done", 0)) or 0
         total = (beat or {}).get("total_steps", result.get("total_steps", 0)) or 0
-        prog = state.progress(r["status"], int(step), int(total), cache.events.get(r["key"], []))
+        prog = state.progress(r["status"], int(step), int(total), cache.pace(store, r["key"], read=False))
         test = result.get("test", {}).get(result.get("metric", ""), None)
         out.append({"status": r["status"], "run": r.get("label", ""), "progress": prog.fraction,
                     "where": prog.text, "test": test, "node": r.get("node") or r.get("host") or "",
                     "groups": ", ".join(r.get("groups", [])),
+                    "started by": state.who_label(r.get("started_by")) if "started_by" in r else "",
+                    "waiting": len(r.get("requesters") or []) if r["status"] in ACTIVE else None,
                     "submitted": fmt_age(r.get("submitted_at")), "key": r["key"][:12]})
     return pd.DataFrame(out)
 
@@ -102,9 +183,6 @@ cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":ma
                   query_params={"runs": ",".join(keys)})
 
 # ----------------------------------------------------------------------------------------------- details
-executor = state.get_executor()
-
-
 def _act(label: str, key: str, action) -> None:
     try:
         action()
@@ -113,9 +191,24 @@ def _act(label: str, key: str, action) -> None:
     st.rerun()
 
 
+def _ownership(record) -> str:
+    """Who started the run, who waits for it and who cancelled it, in a line."""
+    parts = [f"Started by {state.who_label(record['started_by'])}"] if "started_by" in record else []
+    waiting = record.get("requesters") or []
+    if record["status"] in ACTIVE and waiting:
+        parts.append(f"{len(waiting)} waiting for it" + (" (you among them)" if executor.who in waiting else ""))
+    if record.get("cancelled_by") is not None and record["status"] in ("cancelled", "running"):
+        parts.append(f"cancelled by {state.who_label(record['cancelled_by'])}")
+    return " · ".join(parts) or "Started before the lab recorded who asked"
+
+
 error = st.session_state.pop("runs.error", None)
 if error:
     st.error(error)
+note = st.session_state.pop("runs.note", None)
+if note:
+    st.success(note)
+teacher = state.is_teacher()
 
 st.subheader("Details")
 for key in keys:
@@ -138,10 +231,29 @@ for key in keys:
                         f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
         if record.get("error") or result.get("error"):
             st.error(record.get("error") or result["error"])
-        b = st.columns(4)
-        if b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE,
-                       help="Stops after the current training step; the curves so far are kept."):
-            _act("Cancel", key, lambda: executor.cancel(key))
+        st.caption(_ownership(record))
+        b = st.columns(5 if teacher else 4)
+        b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE, on_click=_ask,
+                    args=("withdraw", key), help="Withdraws your request: the run stops (after its current "
+                                                 "step, keeping its curves) once nobody else waits for it.")
+        if teacher:
+            b[4].button("Cancel for everyone", key=f"cancel-all-{key}", disabled=status not in ACTIVE,
+                        on_click=_ask, args=("cancel", key), help="The teacher's cancel: it stops whoever asked.")
+        if _pending("withdraw", key):
+            asking = record.get("requesters") or []
+            others = [w for w in asking if w != executor.who]
+            many = f"{len(others)} other{'s' if len(others) != 1 else ''}"
+            if others and executor.who not in asking:
+                prompt = f"You did not ask for this run; {many} wait for it, so it goes on whatever you do."
+            elif others:
+                prompt = f"Withdraw your request? {many} still wait for this run; it goes on for them."
+            else:
+                prompt = "Cancel this run? Nobody else waits for it: it stops after its current step."
+            _confirm(prompt, "Yes, cancel", lambda: _withdrawn(key), key=key, action="withdraw")
+        if _pending("cancel", key):
+            _confirm(f"Cancel this run for all {len(record.get('requesters') or [])} who asked for it?",
+                     "Yes, cancel for everyone", key=key, action="cancel",
+                     do=lambda: f"Cancelled for everyone ({executor.cancel(key, state.TEACHER).status}).")
         if b[1].button("Resume", key=f"resume-{key}", disabled=status not in STOPPED,
                        help="Continue from the last checkpoint."):
             _act("Resume", key, lambda: executor.resume(key))

@@ -10,6 +10,8 @@ our own and written back before the widget is drawn. No torch is imported here o
 from __future__ import annotations
 
 import dataclasses
+import hmac
+import secrets
 import threading
 import time
 import traceback
@@ -36,8 +38,9 @@ def get_store() -> Store:
     return open_store()
 
 
-def get_executor():
-    """The process's executor, on the store of the current cache (tests move the cache between apps)."""
+def get_executor() -> "AskingExecutor":
+    """The process's executor, on the store of the current cache (tests move the cache between apps), as
+    this browser session uses it: whatever it submits, resumes or withdraws is in the requester's name."""
     from labcore.executor import LocalExecutor
     from labcore.executor import get_executor as shared
 
@@ -45,7 +48,89 @@ def get_executor():
     store = get_store()
     if isinstance(executor, LocalExecutor) and Path(executor.store.root) != Path(store.root):
         executor = executor.on_store(store)
-    return executor
+    return AskingExecutor(executor, requester())
+
+
+class AskingExecutor:
+    """An executor seen by one requester: submissions, resumes and withdrawals carry ``who``; a cancel
+    (for everyone: the teacher's control) records ``who`` as the one who cancelled. Everything else is the
+    executor's own."""
+
+    def __init__(self, executor, who: str) -> None:
+        self.executor = executor
+        self.who = who
+
+    def submit(self, spec: Any, **options: Any):
+        return self._changed(self.executor.submit(spec, who=self.who, **options))
+
+    def submit_group(self, name: str, specs: Iterable[Any], **options: Any):
+        return self._changed(self.executor.submit_group(name, specs, who=self.who, **options))
+
+    def resume(self, key: str):
+        return self._changed(self.executor.resume(key, who=self.who))
+
+    def withdraw(self, key: str):
+        return self._changed(self.executor.withdraw(key, self.who))
+
+    def cancel(self, key: str, who: str | None = None):
+        return self._changed(self.executor.cancel(key, who or self.who))
+
+    def clear_queue(self, who: str | None = None):
+        return self._changed(self.executor.clear_queue(who or self.who))
+
+    def _changed(self, outcome: Any) -> Any:
+        """The queue changed: the next status line reads it again instead of the shared reading."""
+        with _SUMMARIES_LOCK:
+            _SUMMARIES.pop(str(self.executor.store.root), None)
+        return outcome
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.executor, name)
+
+
+# --------------------------------------------------------------------------------------------------
+# who is asking: a browser session (or a signed-in user), and the teacher
+
+
+TEACHER = "teacher"  # the name a teacher's cancel is recorded under
+
+
+def requester() -> str:
+    """Who this browser session is to the store: the signed-in user where ``st.login`` is set up, else a
+    session id kept in ``st.session_state`` (a browser refresh starts a new one)."""
+    try:
+        if st.user.is_logged_in:
+            return str(st.user.get("email") or st.user.get("name") or "user")
+    except Exception:  # no authentication configured, or an older Streamlit
+        pass
+    if "_requester" not in st.session_state:
+        st.session_state["_requester"] = f"session-{secrets.token_hex(3)}"
+    return st.session_state["_requester"]
+
+
+def who_label(who: str | None) -> str:
+    """A requester as the pages name them."""
+    if not who:
+        return "the command line"
+    if who == TEACHER:
+        return "the teacher"
+    return "you" if who == requester() else who
+
+
+def teacher_passcode() -> str | None:
+    """The passcode of ``.streamlit/secrets.toml`` (``teacher_passcode = "..."``); None when there is none."""
+    try:
+        value = st.secrets.get("teacher_passcode")
+    except Exception:  # no secrets.toml anywhere: no teacher controls
+        return None
+    return str(value) if value else None
+
+
+def is_teacher() -> bool:
+    """Has this session entered the teacher's passcode?"""
+    code = teacher_passcode()
+    entered = st.session_state.get("_teacher_code", "")
+    return bool(code) and hmac.compare_digest(str(entered).encode(), code.encode())
 
 
 def result_of(store: Store, key: str) -> RunRecord | None:
@@ -59,12 +144,24 @@ def results(store: Store, keys: Iterable[str]) -> list[RunRecord]:
     return [r for r in (result_of(store, k) for k in keys) if r is not None]
 
 
+_SUMMARIES: dict[str, tuple[float, dict[str, Any]]] = {}
+_SUMMARIES_LOCK = threading.Lock()
+SUMMARY_TTL_S = 1.0  # how long one reading of the workers and the queue serves every session
+
+
 def worker_summary(store: Store) -> dict[str, Any]:
-    """Alive workers and what the queue holds, for the status line every page shows."""
-    workers = store.workers()
-    records = store.runs()
-    return {"workers": workers, "queued": sum(r["status"] == "queued" for r in records),
-            "running": sum(r["status"] == "running" for r in records), "total": len(records)}
+    """Alive workers and what the queue holds, for the status line every page shows: read at most once a
+    second per server and shared by every session (it reads every record, and each viewer's sidebar asks)."""
+    root = str(store.root)
+    with _SUMMARIES_LOCK:
+        found = _SUMMARIES.get(root)
+        if found is None or time.monotonic() - found[0] > SUMMARY_TTL_S:
+            workers = store.workers()
+            records = store.runs()
+            found = _SUMMARIES[root] = (time.monotonic(), {
+                "workers": workers, "queued": sum(r["status"] == "queued" for r in records),
+                "running": sum(r["status"] == "running" for r in records), "total": len(records)})
+    return dict(found[1])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -145,21 +242,99 @@ def remembered(key: str, default: Any = None) -> Any:
 
 
 @dataclass
-class StreamCache:
-    """Events read so far for each run, so a live view reads only the new chunks on each refresh."""
+class _RunStream:
+    """One run's events as read so far, and its curves at that cursor (computed once per cursor)."""
 
-    cursors: dict[str, int] = field(default_factory=dict)
-    events: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    cursor: int = 0
+    events: list[dict[str, Any]] = field(default_factory=list)
+    curves: tuple[list, list, str] | None = None
+    pace: tuple[int, list[dict[str, Any]]] = (-1, [])  # (cursor, first and last timed step of its attempt)
+
+
+def _pace(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The events :func:`progress` needs for an ETA, at most two: the current attempt's first and last timed
+    steps (so thirty viewers do not each walk a long run's whole stream on every refresh)."""
+    start = max((i for i, e in enumerate(events) if e.get("type") == "attempt"), default=-1)
+    timed = [e for e in events[start + 1:] if e.get("type") == "step" and "t" in e]
+    return timed[:1] + timed[-1:] if len(timed) > 1 else timed
+
+
+class StreamCache:
+    """Each run's event stream, read once per server process and shared by every session.
+
+    A live view looks at the stream's chunk count (:meth:`Store.stream_length`, one read); only the first
+    view to find that it moved reads the new chunks and rebuilds the run's curves, under the run's own lock,
+    while every other session (30 students watching one demo) gets the same lists: the server's work
+    grows with the runs watched, not with the viewers. Callers treat what they get as read-only.
+    """
+
+    def __init__(self, limit: int = 256) -> None:
+        self.limit = limit  # runs kept (the least recently read go first)
+        self._runs: dict[tuple[str, str], _RunStream] = {}
+        self._lock = threading.Lock()
+
+    def _entry(self, store: Store, key: str) -> _RunStream:
+        name = (str(store.root), key)
+        with self._lock:
+            entry = self._runs.pop(name, None) or _RunStream()
+            self._runs[name] = entry  # most recently used last
+            while len(self._runs) > self.limit:
+                self._runs.pop(next(iter(self._runs)))
+        return entry
+
+    def _fresh(self, store: Store, key: str) -> _RunStream:
+        entry = self._entry(store, key)
+        length = store.stream_length(key)
+        if length != entry.cursor:
+            with entry.lock:
+                if length < entry.cursor:  # a store rebuilt under us: read it again
+                    entry.cursor, entry.events = 0, []
+                if entry.cursor < length:
+                    new, cursor = store.read_events(key, entry.cursor)
+                    entry.events = entry.events + new  # a new list: readers holding the old one keep theirs
+                    entry.cursor, entry.curves = cursor, None
+        return entry
 
     def read(self, store: Store, key: str) -> list[dict[str, Any]]:
-        new, cursor = store.read_events(key, self.cursors.get(key, 0))
-        self.events.setdefault(key, []).extend(new)
-        self.cursors[key] = cursor
-        return self.events[key]
+        """The run's events up to now (read-only)."""
+        return self._fresh(store, key).events
+
+    def cursor(self, store: Store, key: str) -> int:
+        """The cursor the shared view of the run is at, after catching up."""
+        return self._fresh(store, key).cursor
+
+    def pace(self, store: Store, key: str, *, read: bool = True) -> list[dict[str, Any]]:
+        """What :func:`progress` needs of the run's events for its ETA, computed once per cursor. With
+        ``read=False`` only what was already read (nothing for a run no view follows)."""
+        entry = self._fresh(store, key) if read else self._runs.get((str(store.root), key))
+        if entry is None:
+            return []
+        cursor, pace = entry.pace
+        if cursor != entry.cursor:
+            with entry.lock:
+                entry.pace = (entry.cursor, _pace(entry.events))
+                pace = entry.pace[1]
+        return pace
+
+    def curves(self, store: Store, key: str) -> tuple[list, list, str]:
+        """``(train_loss, validation_metric, metric_name)`` at the current cursor, computed once per cursor."""
+        entry = self._fresh(store, key)
+        curves = entry.curves
+        if curves is None:
+            with entry.lock:
+                curves = entry.curves or _curves(store, key, entry.events)
+                if curves[0]:  # nothing yet (a run without a stream, before its result lands): ask again
+                    entry.curves = curves
+        return curves
+
+
+_STREAMS = StreamCache()
 
 
 def stream_cache() -> StreamCache:
-    return st.session_state.setdefault("_streams", StreamCache())
+    """The server process's shared stream cache (the same for every session)."""
+    return _STREAMS
 
 
 def run_curves(store: Store, key: str, cache: StreamCache | None = None) -> tuple[list, list, str]:
@@ -167,7 +342,10 @@ def run_curves(store: Store, key: str, cache: StreamCache | None = None) -> tupl
 
     A run recorded without a stream (an in-process sweep) falls back to its result's thinned curves.
     """
-    events = cache.read(store, key) if cache is not None else store.events(key)
+    return (cache or _STREAMS).curves(store, key)
+
+
+def _curves(store: Store, key: str, events: list[dict[str, Any]]) -> tuple[list, list, str]:
     curves = curves_from_events(events)
     metric = ""
     validation: list = []

@@ -253,3 +253,25 @@ def test_the_validation_axis_stays_around_the_values_and_inside_zero_one():
     assert list(one.layout.yaxis2.range) == pytest.approx([0.4, 0.6])
     wide = figures.loss_curves([figures.RunCurves("p", "pretrained", [(1, 0.7)], [(1, 0.02), (2, 0.99)])])
     assert list(wide.layout.yaxis2.range) == pytest.approx([0.0, 1.0])
+
+
+def test_decimation_keeps_the_endpoints_and_the_extremes_and_bounds_the_count():
+    points = [(step, math.sin(step / 50) + (5.0 if step == 7777 else 0.0)) for step in range(20_000)]
+    kept = figures.decimate(points, 1000)
+    assert len(kept) <= 1000
+    assert kept[0] == points[0] and kept[-1] == points[-1]
+    assert (7777, points[7777][1]) in kept  # a one-step spike survives
+    assert [p[0] for p in kept] == sorted(p[0] for p in kept)  # still in step order
+    assert max(p[1] for p in kept) == max(p[1] for p in points)
+    assert min(p[1] for p in kept) == min(p[1] for p in points)
+    assert figures.decimate(points[:10], 1000) == points[:10]  # short curves are untouched
+    with_nan = [(i, float("nan") if i % 3 else float(i)) for i in range(5000)]
+    assert len(figures.decimate(with_nan, 100)) <= 100
+
+
+def test_a_long_runs_figure_has_bounded_traces():
+    train = [(s, 1.0 / (1 + s)) for s in range(1, 30_001)]
+    validation = [(s, 0.5) for s in range(0, 30_000, 10)]
+    fig = figures.loss_curves([figures.RunCurves("p", "pretrained", train, validation)], smoothing=0.6)
+    assert all(len(trace.x) <= figures.MAX_POINTS for trace in fig.data)
+    assert fig.data[1].x[-1] == 30_000  # the smoothed curve still reaches the last step

@@ -2,10 +2,13 @@
 ``Index``), composed by :class:`Store`. It knows jobs and their kinds by name only, never the engine.
 
 =========================  ==========================================================================
-``job/<key>``              a job's record (:mod:`.table`): kind, spec, status, attempt, owner, result
+``job/<key>``              a job's record (:mod:`.table`): kind, spec, status, attempt, owner, result,
+                           who asked (``requesters``, ``started_by``, ``cancelled_by``, ``history``)
 ``index/jobs``             job keys in submission order; ``index/running`` the running ones
 ``group/<name>``           a named, ordered list of job keys (a sweep, a demo)
-``q0-…`` / ``q1-…``        the queue (:mod:`.queue`): interactive jobs, then sweeps
+``q0…`` / ``q1…``          the queue (:mod:`.queue`): interactive jobs, then sweeps; a FIFO per requester,
+                           served round-robin (``queue/ring/<p>``, ``queue/turn/<p>``)
+``asked/<requester>``      the keys a requester queued (what the per-requester cap counts)
 ``ev/<key>/<n>``           chunk ``n`` of a job's append-only event stream (:mod:`.streams`)
 ``hb/<key>``               the owner's heartbeat: time, pid, host, progress (rewritten every second)
 ``cancel/<key>``           the cancel flag a worker polls once per step
@@ -17,13 +20,15 @@
 Files a job writes live in ``<store>/runs/<key>/`` (:mod:`.artifacts`).
 """
 
-from labcore.store.core import Claim, JobStatus, NewJob, RunStatus, Store, Submission, open_store
+from labcore.store.core import (Claim, JobStatus, NewJob, QueueCapReached, RunStatus, Store, Submission, Withdrawal,
+                                open_store)
 from labcore.store.errors import Fenced, StoreDamaged
 from labcore.store.liveness import HOST, process_state
 from labcore.store.settings import (ACTIVE, DISKCACHE_SETTINGS, FINISHED, PRIORITIES, STATUSES, STOPPED,
                                     TERMINAL, StoreSettings)
 
 __all__ = [
-    "ACTIVE", "Claim", "DISKCACHE_SETTINGS", "FINISHED", "Fenced", "HOST", "JobStatus", "NewJob", "PRIORITIES", "RunStatus",
-    "STATUSES", "STOPPED", "Store", "StoreDamaged", "StoreSettings", "Submission", "TERMINAL", "open_store", "process_state",
+    "ACTIVE", "Claim", "DISKCACHE_SETTINGS", "FINISHED", "Fenced", "HOST", "JobStatus", "NewJob", "PRIORITIES",
+    "QueueCapReached", "RunStatus", "STATUSES", "STOPPED", "Store", "StoreDamaged", "StoreSettings", "Submission",
+    "TERMINAL", "Withdrawal", "open_store", "process_state",
 ]

@@ -29,11 +29,11 @@ from labcore.store import health, migrate
 from labcore.store.artifacts import Artifacts
 from labcore.store.errors import Fenced, UnsafeValue
 from labcore.store.liveness import HOST, why_dead
-from labcore.store.queue import JobQueue
+from labcore.store.queue import JobQueue, requester_id
 from labcore.store.settings import (ACTIVE, DISKCACHE_SETTINGS, FINISHED, PRIORITIES, STOPPED, TERMINAL,
                                     StoreSettings)
 from labcore.store.streams import EventStreams
-from labcore.store.table import JobTable
+from labcore.store.table import IndexList, JobTable
 from labcore.store.workers import WorkerRegistry
 
 if TYPE_CHECKING:
@@ -65,6 +65,18 @@ class Submission:
     @property
     def kind(self) -> str:
         return self.record.get("kind", "run")
+
+
+@dataclass(frozen=True)
+class Withdrawal:
+    """What a viewer's cancel did: ``outcome`` is withdrawn (others still wait: ``others`` of them) |
+    cancelled (theirs was the last request: the job stops) | not-requested (they had not asked; ``others``
+    did, so nothing changed) | inactive (the job had already ended)."""
+
+    key: str
+    outcome: str
+    others: int
+    record: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,27 @@ def _now() -> float:
     return time.time()
 
 
+HISTORY_LIMIT = 50  # entries of who-did-what a record keeps (the oldest go first)
+
+
+def _noted(record: dict[str, Any], did: str, who: str | None) -> dict[str, Any]:
+    """The record with ``{t, who, did}`` appended to its history (start, join, withdraw, cancel, resume)."""
+    history = list(record.get("history") or []) + [{"t": _now(), "who": who or "", "did": did}]
+    return dict(record, history=history[-HISTORY_LIMIT:])
+
+
+def _asking(record: dict[str, Any], who: str | None) -> dict[str, Any]:
+    """The record with ``who`` among its requesters (a join, noted once)."""
+    requesters = list(record.get("requesters") or [])
+    if not who or who in requesters:
+        return record
+    return _noted(dict(record, requesters=requesters + [who]), "join", who)
+
+
+class QueueCapReached(LabError):
+    """A requester already has as many jobs waiting as :attr:`StoreSettings.max_queued_per_requester`."""
+
+
 class Store:
     """Process-safe store of jobs: records, one queue, event streams, workers and job folders.
 
@@ -159,8 +192,15 @@ class Store:
         return self.cache.transact(retry=True)
 
     # ---------------------------------------------------------------------------------- submitting
-    def submit(self, job: NewJob, *, priority: str = "interactive", group: str | None = None) -> Submission:
+    def submit(self, job: NewJob, *, priority: str = "interactive", group: str | None = None,
+               who: str | None = None) -> Submission:
         """Queue a job unless its result or its live attempt already exists.
+
+        ``who`` names the requester (a browser session, a user name; None: the command line). A live job
+        asked for again gains that requester, so it stops only when every one of them withdrew
+        (:meth:`withdraw`) or someone cancels it outright (:meth:`cancel`). A requester with
+        :attr:`StoreSettings.max_queued_per_requester` jobs already waiting is refused a new queue entry
+        (:class:`QueueCapReached`); joining a job that is already queued or running is always allowed.
 
         * a ``done``/``diverged`` record is returned at once, without touching the queue;
         * a queued or running job is returned as it is (a higher priority moves it forward);
@@ -186,6 +226,7 @@ class Store:
             if group:
                 self.table.add_to_group(group, [key])
             if record is None:
+                self._check_cap(who)
                 record = {
                     "key": key, "kind": job.kind, "spec": job.spec, "label": job.label, "status": "queued",
                     "requires": list(job.requires), "checkpoint": job.checkpoint, "priority": priority,
@@ -193,27 +234,63 @@ class Store:
                     "started_at": None, "finished_at": None, "error": "", "result": None,
                     "groups": [group] if group else [], "resources": dict(job.resources),
                 }
+                record = _noted(dict(record, started_by=who or "", requesters=[who] if who else []), "start", who)
                 self.table.all.add(key)
                 outcome = "queued"
             elif record["status"] in FINISHED:
                 return Submission(key, record["status"], "cached", record)
-            elif record["status"] == "running":
-                return Submission(key, "running", "existing", record)
+            elif record["status"] in ACTIVE and (record["status"] == "running" or
+                                                 PRIORITIES[priority] >= PRIORITIES[record["priority"]]):
+                joined = _asking(record, who)
+                if joined is not record:
+                    self.table.put(joined)
+                return Submission(key, record["status"], "existing", joined)
             elif record["status"] == "queued":
-                if PRIORITIES[priority] >= PRIORITIES[record["priority"]]:
-                    return Submission(key, "queued", "existing", record)
+                self._check_cap(who)
+                record = _asking(record, who)
                 outcome = "existing"  # same job, moved forward: a second entry at the higher priority
             else:
+                self._check_cap(who)
                 outcome = "requeued" if record["status"] == "failed" else "resumed"
                 record = dict(record, status="queued", resume=outcome == "resumed", error="",
-                              submitted_at=_now(), finished_at=None)
+                              submitted_at=_now(), finished_at=None, started_by=who or "",
+                              requesters=[who] if who else [], cancelled_by=None)
+                record = _noted(record, "start", who)
             record["priority"] = priority
             if group and group not in record.get("groups", []):
                 record["groups"] = record.get("groups", []) + [group]
             self.table.put(record)
             self.cache.delete(f"cancel/{key}")
-            self.queue.push(key, priority)
+            self.queue.push(key, priority, who)
+            if who:
+                self._asked(who).add(key)
         return Submission(key, "queued", outcome, record)
+
+    def _asked(self, who: str) -> IndexList:
+        """The keys ``who`` queued (pruned as they leave the queue): what the per-requester cap counts."""
+        return IndexList(self.cache, f"asked/{requester_id(who)}")
+
+    def waiting_for(self, who: str) -> list[str]:
+        """Keys of the jobs ``who`` asked for that are still queued (inside or outside a transaction)."""
+        asked = self._asked(who)
+        keys = asked.items()
+        waiting = [k for k in keys if (r := self.table.get(k)) is not None and r["status"] == "queued"
+                   and who in (r.get("requesters") or [])]
+        if len(waiting) != len(keys):
+            asked.cache.set(asked.entry, waiting)
+        return waiting
+
+    def _check_cap(self, who: str | None) -> None:
+        """Inside the submit's transaction: refuse a new queue entry beyond the requester's cap."""
+        cap = self.settings.max_queued_per_requester
+        if not who or cap <= 0:
+            return
+        waiting = len(self.waiting_for(who))
+        if waiting >= cap:
+            raise QueueCapReached(
+                f"you already have {waiting} jobs waiting in the queue, the most one person may queue at a "
+                f"time on this server ({cap}); wait until some of them start, or cancel one on the Runs page. "
+                f"(The limit is TRANSFERLAB_MAX_QUEUED_PER_SESSION.)")
 
     def _check_inputs(self, job: NewJob) -> None:
         for needed in job.requires:
@@ -226,13 +303,25 @@ class Store:
                                f"({record.get('label', '')}) finished, and it is {record['status']}; "
                                f"let it finish (or resume it), then ask again")
 
-    def submit_group(self, name: str, jobs: Iterable[NewJob], *, priority: str = "sweep") -> list[Submission]:
-        """Queue a sweep: every job joins group ``name``; finished ones come from the store."""
+    def submit_group(self, name: str, jobs: Iterable[NewJob], *, priority: str = "sweep",
+                     who: str | None = None) -> list[Submission]:
+        """Queue a sweep: every job joins group ``name``; finished ones come from the store.
+
+        A requester's cap reached part-way stops the sweep there, saying how many of its jobs were queued
+        (those stay queued: asking again later queues the rest and finds these)."""
         if not name:
             raise LabError("a sweep needs a name: give --name (it groups the runs in the store)")
-        return [self.submit(job, priority=priority, group=name) for job in jobs]
+        jobs = list(jobs)
+        done: list[Submission] = []
+        for job in jobs:
+            try:
+                done.append(self.submit(job, priority=priority, group=name, who=who))
+            except QueueCapReached as exc:
+                raise QueueCapReached(f"{exc} Of the {len(jobs)} jobs of {name!r}, {len(done)} are in the "
+                                      f"queue or finished; ask again later for the rest.") from None
+        return done
 
-    def resume(self, key: str) -> Submission:
+    def resume(self, key: str, who: str | None = None) -> Submission:
         """Queue a stopped job again (interactive priority); it continues from its last checkpoint."""
         record = self.record(key)
         if record["status"] not in STOPPED:
@@ -240,33 +329,74 @@ class Store:
         with self._txn():
             record = self.table.get(key)
             if record["status"] not in STOPPED:  # someone resumed it in between: return that job
-                return Submission(key, record["status"], "existing", record)
+                joined = _asking(record, who) if record["status"] in ACTIVE else record
+                if joined is not record:
+                    self.table.put(joined)
+                return Submission(key, record["status"], "existing", joined)
+            self._check_cap(who)
             record = dict(record, status="queued", resume=True, priority="interactive", error="",
-                          submitted_at=_now(), finished_at=None)
+                          submitted_at=_now(), finished_at=None, started_by=who or "",
+                          requesters=[who] if who else [], cancelled_by=None)
+            record = _noted(record, "resume", who)
             self.table.put(record)
             self.cache.delete(f"cancel/{key}")
-            self.queue.push(key, "interactive")
+            self.queue.push(key, "interactive", who)
+            if who:
+                self._asked(who).add(key)
         return Submission(key, "queued", "resumed", record)
 
-    def cancel(self, key: str) -> dict[str, Any]:
-        """Cancel a job: a queued one at once; a running one at its next step (a flag it polls)."""
+    def withdraw(self, key: str, who: str | None) -> Withdrawal:
+        """A viewer's cancel: take back ``who``'s request. The job stops (as :meth:`cancel`) only when no
+        other requester still waits for it; a job nobody is recorded as asking for (the CLI's) stops."""
         with self._txn():
-            record = self.table.get(key)
-            if record is None:
-                raise LabError(f"no run with key {key!r}; `python -m labcore status` lists the runs")
-            if record["status"] == "running":
-                record = self._check_alive(record)
-            if record["status"] == "queued":
-                # Its queue entry stays behind; claims skip entries whose record is not queued.
-                record = dict(record, status="cancelled", finished_at=_now())
+            record = self._record_in_txn(key)
+            if record["status"] not in ACTIVE:
+                return Withdrawal(key, "inactive", 0, record)
+            requesters = list(record.get("requesters") or [])
+            others = [r for r in requesters if r != who]
+            if others and who not in requesters:
+                return Withdrawal(key, "not-requested", len(others), record)
+            if others:
+                record = _noted(dict(record, requesters=others), "withdraw", who)
                 self.table.put(record)
-            elif record["status"] == "running":
-                self.cache.set(f"cancel/{key}", record["attempt"])
-                record = dict(record, cancel_requested=True)
-                self.table.put(record)
-            elif record["status"] == "dead":
-                record = dict(record, status="cancelled")  # nobody runs it; stop offering resume as "dead"
-                self.table.put(record)
+                return Withdrawal(key, "withdrawn", len(others), record)
+            return Withdrawal(key, "cancelled", 0, self._stop(record, who))
+
+    def cancel(self, key: str, who: str | None = None) -> dict[str, Any]:
+        """Cancel a job for everyone (the teacher, the CLI): a queued one at once; a running one at its
+        next step (a flag it polls). ``who`` is recorded as ``cancelled_by``."""
+        with self._txn():
+            return self._stop(self._record_in_txn(key), who)
+
+    def clear_queue(self, who: str | None = None) -> list[str]:
+        """Cancel every queued job (the teacher's "clear the queue"); running ones go on. Returns their keys."""
+        with self._txn():
+            queued = [r for r in (self.table.get(k) for k in self.table.keys()) if r and r["status"] == "queued"]
+            for record in queued:
+                self._stop(record, who)
+        return [r["key"] for r in queued]
+
+    def _record_in_txn(self, key: str) -> dict[str, Any]:
+        record = self.table.get(key)
+        if record is None:
+            raise LabError(f"no run with key {key!r}; `python -m labcore status` lists the runs")
+        return self._check_alive(record) if record["status"] == "running" else record
+
+    def _stop(self, record: dict[str, Any], who: str | None) -> dict[str, Any]:
+        """Inside a transaction: stop a job for everyone, noting who did."""
+        key = record["key"]
+        if record["status"] not in ("queued", "running", "dead"):
+            return record
+        record = _noted(dict(record, requesters=[], cancelled_by=who or ""), "cancel", who)
+        if record["status"] == "queued":
+            # Its queue entry stays behind; claims skip entries whose record is not queued.
+            record = dict(record, status="cancelled", finished_at=_now())
+        elif record["status"] == "running":
+            self.cache.set(f"cancel/{key}", record["attempt"])
+            record = dict(record, cancel_requested=True)
+        else:
+            record = dict(record, status="cancelled")  # nobody runs it; stop offering resume as "dead"
+        self.table.put(record)
         return record
 
     def cancel_requested(self, key: str, attempt: int) -> bool:
@@ -511,6 +641,11 @@ class Store:
     def events(self, key: str) -> list[dict[str, Any]]:
         return self.streams.read(key, 0)[0]
 
+    def stream_length(self, key: str) -> int:
+        """The cursor after a job's last event chunk (one read, no lock): a view whose cursor equals it is
+        up to date and need not read or redraw anything."""
+        return self.streams.length(key)
+
     def follow(self, key: str, *, poll_s: float = 0.5, cursor: int = 0) -> Iterator[dict[str, Any]]:
         """Yield a job's events as they arrive, until it is no longer queued or running."""
         while True:
@@ -573,6 +708,17 @@ class Store:
         return self.files.files(key)
 
     # ------------------------------------------------------------------------------------ workers
+    def hold_workers(self, who: str | None = None) -> None:
+        """Ask that no worker be started (the teacher stopped them): pages and submissions respect it."""
+        self.cache.set("meta/workers-held", {"who": who or "", "t": _now()})
+
+    def release_workers(self) -> None:
+        self.cache.delete("meta/workers-held")
+
+    def workers_held(self) -> dict[str, Any] | None:
+        """Who held the workers and when, or None."""
+        return self.cache.get("meta/workers-held")
+
     def register_worker(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker") -> None:
         self.worker_registry.register(pid, state=state, command=command, role=role)
 

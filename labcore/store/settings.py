@@ -13,7 +13,8 @@ FINISHED = ("done", "diverged")
 STOPPED = ("failed", "cancelled", "interrupted", "dead")
 ACTIVE = ("queued", "running")
 TERMINAL = FINISHED + STOPPED
-# Lower number is claimed first: a teacher's interactive run overtakes a queued sweep.
+# Lower number is claimed first: a teacher's interactive run overtakes a queued sweep. Within a priority the
+# requesters are served round-robin (:mod:`.queue`).
 PRIORITIES = {"interactive": 0, "sweep": 1}
 
 
@@ -35,6 +36,9 @@ class StoreSettings:
     capture_join_s: float = 2.0  # how long a finished job waits for its output pumps to drain
     # A job starts only with this much free disk beside the store (its checkpoints and weights need room).
     min_free_mb: float = float(os.environ.get("TRANSFERLAB_MIN_FREE_MB", "64"))
+    # Jobs one requester (a browser session, a user) may have waiting in the queue at once (0: no cap); a
+    # class shares one worker, so a 50-spec sweep is queued in parts. Submissions without one are not capped.
+    max_queued_per_requester: int = int(os.environ.get("TRANSFERLAB_MAX_QUEUED_PER_SESSION", "20"))
 
 
 # diskcache settings (see diskcache.core.DEFAULT_SETTINGS). Records and streams are results, not a

@@ -18,6 +18,10 @@ class EventStreams:
         self.cache.set(f"ev/{key}/{n}", list(events))
         self.cache.set(f"evn/{key}", n + 1)
 
+    def length(self, key: str) -> int:
+        """The number of chunks so far: the cursor a reader that is up to date holds (one read)."""
+        return int(self.cache.get(f"evn/{key}", 0))
+
     def read(self, key: str, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
         """Events appended since ``cursor`` and the cursor to pass next time (start with 0)."""
         n = self.cache.get(f"evn/{key}", 0)

@@ -1,0 +1,191 @@
+"""A class on one server, under AppTest: runs belong to whoever asked, a viewer's Cancel withdraws only their
+own request after a confirmation, and the teacher's controls appear only with the passcode of
+``.streamlit/secrets.toml``. No worker runs here: the store holds its workers, so the runs stay queued."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from labcore.executor import LocalExecutor
+from labcore.spec import make_spec
+from labcore.store import open_store
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+SMALL_BITS = {"n_train": 64, "n_validation": 32, "n_test": 32}
+
+
+@pytest.fixture
+def queued(tmp_path, monkeypatch):
+    """A store with one run two students asked for (ann, then ben), and workers held so it stays queued."""
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    store = open_store()
+    store.hold_workers("test")
+    executor = LocalExecutor(store, autostart=False)
+    spec = make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, max_steps=4)
+    key = executor.submit(spec, who="ann").key
+    executor.submit(spec, who="ben")
+    return store, key
+
+
+def runs_page(key: str, *, who: str, passcode: str | None = None, entered: str | None = None) -> AppTest:
+    """The Runs page of ``key`` as session ``who`` sees it, after typing ``entered`` into the sidebar's
+    passcode field on Home (AppTest runs a switched-to page on its own, without app.py's sidebar)."""
+    at = AppTest.from_file(APP, default_timeout=120)
+    if passcode is not None:
+        at.secrets["teacher_passcode"] = passcode
+    at.session_state["_requester"] = who
+    at.query_params["run"] = key
+    at.run()
+    fields = [t for t in at.text_input if t.label == "Teacher passcode"]
+    assert bool(fields) == (passcode is not None)  # the field exists only where a passcode is set
+    if entered is not None:
+        at = fields[0].input(entered).run()
+        if entered != passcode:
+            assert "That is not the passcode." in texts(at)
+    return at.switch_page("pages/runs.py").run()
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [w.value for w in at.warning] + [s.value for s in at.success]
+    parts += [c.value for c in at.caption] + [e.value for e in at.error]
+    return "\n".join(str(p) for p in parts)
+
+
+def button(at: AppTest, label: str):
+    found = [b for b in at.button if b.label == label]
+    assert found, (label, [b.label for b in at.button])
+    return found[0]
+
+
+def test_a_viewers_cancel_asks_first_then_withdraws_only_their_request(queued):
+    store, key = queued
+    at = runs_page(key, who="ben")
+    assert not at.exception, [e.message for e in at.exception]
+    assert "Started by ann · 2 waiting for it (you among them)" in texts(at)
+    at = button(at, "Cancel").click().run()
+    assert "Withdraw your request? 1 other still wait" in texts(at)
+    assert store.get(key)["requesters"] == ["ann", "ben"]  # nothing happens before the yes
+    at = button(at, "Yes, cancel").click().run()
+    assert "Your request is withdrawn; 1 other still waits for this run" in texts(at)
+    record = store.get(key)
+    assert (record["status"], record["requesters"]) == ("queued", ["ann"])
+
+
+def test_the_last_requesters_cancel_stops_the_run(queued):
+    store, key = queued
+    store.withdraw(key, "ben")
+    at = runs_page(key, who="ann")
+    at = button(at, "Cancel").click().run()
+    assert "Nobody else waits for it" in texts(at)
+    at = button(at, "Yes, cancel").click().run()
+    assert "Cancelled: nobody else was waiting" in texts(at)
+    assert store.get(key)["status"] == "cancelled" and store.get(key)["cancelled_by"] == "ann"
+
+
+def test_teacher_controls_are_hidden_without_the_passcode(queued):
+    store, key = queued
+    teacher_only = ("Cancel for everyone", "Clear the queue…", "Start the workers", "Stop the workers…")
+    for at in (runs_page(key, who="cat"),  # no passcode set: not even a field
+               runs_page(key, who="cat", passcode="owl"),  # set, not entered
+               runs_page(key, who="cat", passcode="owl", entered="wrong")):
+        assert not at.exception, [e.message for e in at.exception]
+        assert not [b for b in at.button if b.label in teacher_only]
+        assert "Teacher controls" not in [e.label for e in at.expander]
+        assert [b.label for b in at.button].count("Cancel") == 1  # the viewer's own cancel stays
+
+
+def test_the_teacher_sees_the_controls_and_cancels_for_everyone(queued):
+    store, key = queued
+    at = runs_page(key, who="tess", passcode="owl", entered="owl")
+    assert not at.exception, [e.message for e in at.exception]
+    labels = [b.label for b in at.button]
+    assert {"Cancel for everyone", "Clear the queue…", "Start the workers", "Stop the workers…"} <= set(labels)
+    at = button(at, "Cancel for everyone").click().run()
+    assert "Cancel this run for all 2 who asked for it?" in texts(at)
+    at = button(at, "Yes, cancel for everyone").click().run()
+    record = store.get(key)
+    assert (record["status"], record["cancelled_by"], record["requesters"]) == ("cancelled", "teacher", [])
+    assert "cancelled by the teacher" in texts(at)
+
+
+def test_workers_the_teacher_stopped_stay_stopped_until_started(tmp_path):
+    from labcore.store import Store
+
+    store = Store(tmp_path / "store")
+    try:
+        store.hold_workers("teacher")
+        assert LocalExecutor(store).ensure_workers() == []  # a submission or a page starts none
+        assert store.workers_held()["who"] == "teacher"
+        store.release_workers()
+        assert store.workers_held() is None
+    finally:
+        store.close()
+
+
+def test_live_curves_and_figures_are_built_once_per_cursor_for_every_session(tmp_path, monkeypatch):
+    from labcore.store import Store
+    from pages import common, state
+
+    store = Store(tmp_path / "store")
+    try:
+        key = "k1"
+        store.append_events(key, [{"type": "step", "step": s, "loss": 1.0 / s, "t": s} for s in range(1, 6)])
+        reads = []
+        real = store.read_events
+        monkeypatch.setattr(store, "read_events", lambda k, c=0: reads.append(c) or real(k, c))
+        cache = state.StreamCache()
+        first = cache.curves(store, key)
+        assert cache.curves(store, key) is first  # a second viewer at the same cursor: the same lists
+        assert reads == [0] and len(first[0]) == 5
+        store.append_events(key, [{"type": "step", "step": 6, "loss": 0.1, "t": 6}])
+        moved = cache.curves(store, key)
+        assert moved is not first and len(moved[0]) == 6 and reads == [0, 1]  # only the new chunk is read
+
+        builds = []
+        figures = common.FigureCache()
+        for _ in range(3):  # three sessions asking for the same figure
+            figures.get(("sig", 1), lambda: builds.append(1) or (common.figures.loss_curves([]), []))
+        assert builds == [1]
+    finally:
+        store.close()
+
+
+def test_two_sessions_pressing_the_same_demo_share_its_runs_and_both_are_recorded(tmp_path, monkeypatch):
+    from labcore import demos
+
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    store = open_store()
+    store.hold_workers("test")  # no worker process: the runs stay queued
+    index = demos.DEMOS.names().index("bits")
+    for who in ("ann", "ben"):
+        at = AppTest.from_file(APP, default_timeout=120)
+        at.session_state["_requester"] = who
+        at.run()
+        at = [b for b in at.button if b.label == "▶ Run this demo"][index].click().run()
+        assert not at.exception, [e.message for e in at.exception]
+    records = store.jobs(group=demos.DEMOS["bits"].group)
+    assert len(records) == 2 and {r["status"] for r in records} == {"queued"}
+    assert all((r["started_by"], r["requesters"]) == ("ann", ["ann", "ben"]) for r in records)
+
+
+def test_the_eta_reads_only_the_current_attempts_first_and_last_step(tmp_path):
+    from labcore.store import Store
+    from pages import state
+
+    store = Store(tmp_path / "store")
+    try:
+        steps = [{"type": "step", "step": s, "t": 100.0 + s} for s in range(1, 50)]
+        store.append_events("k", [{"type": "attempt", "attempt": 1}] + steps[:10] + [{"type": "attempt", "attempt": 2}])
+        store.append_events("k", steps[20:40])
+        cache = state.StreamCache()
+        assert cache.pace(store, "k", read=False) == []  # nothing read yet, and nothing read for it
+        pace = cache.pace(store, "k")
+        assert pace == [steps[20], steps[39]]
+        events = cache.read(store, "k")
+        full = state.progress("running", 40, 100, events, now=200.0)
+        assert state.progress("running", 40, 100, pace, now=200.0) == full and full.eta_s == 60.0
+    finally:
+        store.close()
