@@ -599,3 +599,81 @@ def test_streamlit_upload_limit_is_the_labs():
 
     config = tomllib.loads((paths.REPO_ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["server"]["maxUploadSize"] * 2**20 == UploadLimits().max_bytes  # both in MB: 50
+
+
+# ------------------------------------------------------------------- label and split fields (issue 13)
+
+
+def split_fasta(n_per_split=(16, 4, 4)):
+    """``>id|label|split`` headers, the common form whose last field is the split, not the class."""
+    records, i = [], 0
+    for split, n in zip(("training", "validation", "testing"), n_per_split):
+        for _ in range(n):
+            records.append(f">seq{i}|{i % 2}|{split}\n{'ACGT' if i % 2 else 'TTGA'}{'C' * (i % 3)}\n")
+            i += 1
+    return "".join(records).encode()
+
+
+def test_a_split_field_read_as_the_label_is_flagged_not_shown_as_classes():
+    # The default (text after the last '|') reads the split as the class: the save says so.
+    info = save_upload("bars", "t.fasta", split_fasta((16, 6, 6)))
+    assert info.class_names == ("testing", "training", "validation")
+    assert info.warnings and "split names, not classes" in info.warnings[0]
+    discipline = disciplines.get("upload:bars")
+    assert "Warning: the labels" in discipline.info(disciplines.parse_params(discipline, {})).notes
+
+
+def test_the_preview_suggests_the_label_and_the_files_own_split():
+    from labcore.data import fields
+
+    preview = fields.preview("fasta", split_fasta())
+    assert preview.fields == ("field 1", "field 2", "field 3") and preview.complete
+    assert (preview.label_field, preview.split_field) == ("field 2", "field 3")
+    assert preview.counts("field 2", "field 3") == {"train": {"0": 8, "1": 8}, "validation": {"0": 2, "1": 2},
+                                                   "test": {"0": 2, "1": 2}}
+    assert preview.warnings("field 2", "field 3") == []
+    assert "split names, not classes" in preview.warnings("field 3")[0]
+    assert "looks like an id" in preview.warnings("field 1")[0]
+    assert "split names" in preview.warnings(fields.AFTER_LAST_BAR)[0]
+    # A split field of other values is flagged before anything is saved.
+    assert "name no split" in preview.warnings("field 3", "field 1")[-1]
+
+
+def test_the_chosen_label_and_split_fields_give_the_right_classes_and_splits():
+    info = save_upload("bars", "t.fasta", split_fasta(), label_field="field 2", split_field="field 3")
+    assert info.class_names == ("0", "1") and info.warnings == ()
+    assert info.split_counts == (16, 4, 4) and info.options.split_field == "field 3"
+    dataset, _ = disciplines.load("upload:bars", progress=lambda _m: None)
+    assert [len(dataset[s]) for s in ("train", "validation", "test")] == [16, 4, 4]
+    assert sorted(set(dataset["test"]["label"])) == [0, 1]
+
+
+def test_a_file_with_train_and_test_only_takes_validation_from_train():
+    info = save_upload("tt", "t.fasta", split_fasta((18, 0, 6)), label_field="field 2", split_field="field 3")
+    assert info.split_counts == (18, 0, 6)
+    dataset, _ = disciplines.load("upload:tt", progress=lambda _m: None)
+    assert [len(dataset[s]) for s in ("train", "validation", "test")] == [14, 4, 6]
+
+
+def test_split_field_refusals_name_the_line_and_the_rule():
+    raises(r"line 1: the split field \(field 1\) says 'seq0', which names no split", save_upload, "x", "t.fa",
+           split_fasta(), label_field="field 2", split_field="field 1")
+    raises(r"'0' has 1 in test", save_upload, "x", "t.fa", split_fasta((16, 4, 2)), label_field="field 2",
+           split_field="field 3")
+    raises(r"line 1: header 'a' has 1 field\(s\), so no field 2", save_upload, "x", "t.fa", b">a\nAC\n",
+           label_field="field 2")
+    with pytest.raises(LabError, match="both read from field 2"):
+        save_upload("x", "t.fa", split_fasta(), label_field="field 2", split_field="field 2")
+
+
+def test_csv_label_and_split_columns_are_chosen():
+    from labcore.data import fields
+
+    rows = [f"{'ACGT' if i % 2 else 'TTGA'},g{i},{'pos' if i % 2 else 'neg'},{('train', 'dev', 'test')[i % 3]}"
+            for i in range(36)]
+    data = ("sequence,id,class,fold\n" + "\n".join(rows) + "\n").encode()
+    preview = fields.preview("csv", data)
+    assert (preview.label_field, preview.split_field) == ("class", "fold")
+    info = save_upload("cols", "c.csv", data, label_field="class", split_field="fold")
+    assert info.class_names == ("neg", "pos") and info.split_counts == (12, 12, 12)
+    raises(r"the header must name the columns 'sequence' and 'label'", save_upload, "x", "c.csv", data)

@@ -3,13 +3,16 @@
 Formats, chosen by the file's extension (or by ``kind=``):
 
 * ``csv`` (``.csv``): a header naming the columns ``sequence`` and ``label`` (other columns are
-  ignored). A sequence is a string of one-character symbols (``ACGGTA``), unless some sequence in
+  ignored; ``label_field`` names another label column, ``split_field`` a column of split names). A sequence is a string of one-character symbols (``ACGGTA``), unless some sequence in
   the file contains whitespace: then *every* sequence is read as whitespace-separated symbols
   (``C4 E4 G4``). The label is the class name.
 * ``fasta`` (``.fasta .fa .faa .fna .fas``): each record's header is ``>id|label``; the label is the
   text after the *last* ``|`` (so ids such as ``sp|P12345`` keep their own bars). A header without
   ``|`` is an error: a bare ``>label`` is not accepted, because most FASTA files carry only ids
-  there and would silently become one class per record. Sequence lines may be wrapped; every
+  there and would silently become one class per record. ``label_field="field 2"`` reads the label
+  from the header's second field instead (fields split on ``|`` and whitespace), and
+  ``split_field="field 3"`` reads each record's split from its third (``>seq1|1|training``); see
+  :mod:`labcore.data.fields`, whose preview suggests both. Sequence lines may be wrapped; every
   character is one symbol and case is kept as written (``a`` and ``A`` differ).
 * ``midi`` (``.zip``): MIDI files (``.mid``, ``.midi``) inside class folders; the label is the name
   of the folder a file sits in (``composerA/piece1.mid`` -> ``composerA``). Each file becomes the
@@ -44,7 +47,9 @@ upload and a failed save leaves nothing behind.
 
 The discipline ``upload:NAME`` builds its data set from ``examples.npz`` (never parsing the file
 again) and splits it 80/10/10 (seeded, stratified by class; by file for MIDI), with at least
-``min_per_split`` examples of every class in every split. Its parameters carry the upload's
+``min_per_split`` examples of every class in every split; or, with a split field, as the file says
+(a split the file lacks is taken from train, a seeded ninth of each class). A save whose labels
+are all split names (``training``/``testing``) is kept but carries a warning in its manifest. Its parameters carry the upload's
 ``fingerprint`` (a prefix of its sha256), so replacing the file gives new cache keys instead of
 serving the old data.
 """
@@ -75,6 +80,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Iterator
 
 from labcore import paths
+from labcore.data import fields
 from labcore.data.base import Discipline, DisciplineInfo, stratified_split
 from labcore.errors import DataValidationError, LabError, UnknownNameError
 
@@ -149,6 +155,11 @@ class UploadOptions:
     max_length: int = 0  # symbols / notes per window / patches; 0 means the kind's default
     truncate: bool = False  # csv/fasta: cut over-long sequences instead of refusing them
     patch_size: int = 4  # npz: side of the square patches
+    # csv/fasta: the field holding the label (labcore.data.fields): a CSV column, or a FASTA header's
+    # "field N"; "" is the default (the column 'label'; the text after the header's last '|')
+    label_field: str = ""
+    # csv/fasta: the field holding each record's split (train/valid/test names); "" for a seeded split
+    split_field: str = ""
 
 
 @dataclass(frozen=True)
@@ -176,6 +187,9 @@ class UploadInfo:
     limits: UploadLimits
     examples_sha256: str = ""  # of examples.npz; empty in format 1 manifests (no examples.npz)
     format: int = MANIFEST_FORMAT
+    # examples per split when the file gives its own (options.split_field), train/validation/test
+    split_counts: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()  # what the save found suspicious (labels that are split names, ...)
 
     @property
     def fingerprint(self) -> str:
@@ -187,8 +201,9 @@ class UploadInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "UploadInfo":
         values = dict(data)
-        for key in ("alphabet", "class_names", "class_counts"):
-            values[key] = tuple(values[key])
+        for key in ("alphabet", "class_names", "class_counts", "split_counts", "warnings"):
+            if key in values:
+                values[key] = tuple(values[key])
         values["options"] = UploadOptions(**values["options"])
         values["limits"] = UploadLimits.from_dict(values["limits"])
         return cls(**values)
@@ -299,7 +314,7 @@ class SaveRequest:
 
 
 def save_request(name: str, filename: str, size: int, kind: str | None = None, *, max_length: int = 0,
-                 truncate: bool = False, patch_size: int = 4,
+                 truncate: bool = False, patch_size: int = 4, label_field: str = "", split_field: str = "",
                  limits: UploadLimits = UploadLimits()) -> SaveRequest:
     """Check everything that needs no parsing (name, format, options, size); raise the refusal at once."""
     name = _check_name(name)
@@ -310,9 +325,26 @@ def save_request(name: str, filename: str, size: int, kind: str | None = None, *
     if patch_size < 1:
         raise LabError(f"patch_size must be at least 1, not {patch_size}")
     _check_size(size, shown, limits)
+    label_field, split_field = _check_fields(kind, label_field.strip(), split_field.strip())
     options = UploadOptions(max_length=max_length or DEFAULT_MAX_LENGTH[kind], truncate=truncate,
-                            patch_size=patch_size)
+                            patch_size=patch_size, label_field=label_field, split_field=split_field)
     return SaveRequest(name=name, kind=kind, filename=shown, options=options, limits=limits)
+
+
+def _check_fields(kind: str, label_field: str, split_field: str) -> tuple[str, str]:
+    if (label_field or split_field) and kind not in ("csv", "fasta"):
+        raise LabError(f"a label field and a split field are chosen only for CSV and FASTA files, not {kind}")
+    if kind == "csv":
+        label_field = (label_field or fields.LABEL_COLUMN).lower()
+        split_field = split_field.lower()
+    for name in (label_field, split_field):
+        if kind == "fasta" and name and fields.field_index(name) is None:
+            raise LabError(f"{name!r} names no field of a FASTA header; choose 'field 1', 'field 2', ... (the "
+                           f"header split on '|' and whitespace)")
+    if split_field and split_field == label_field:
+        raise LabError(f"the label and the split are both read from {fields.describe_field(kind, label_field)}; "
+                       f"choose two different fields")
+    return label_field, split_field
 
 
 def _check_size(size: int, source: str, limits: UploadLimits) -> None:
@@ -329,19 +361,22 @@ def _as_bytes(data: Any, filename: str) -> bytes | bytearray | memoryview:
 
 
 def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, *,
-                max_length: int = 0, truncate: bool = False, patch_size: int = 4,
-                limits: UploadLimits = UploadLimits()) -> UploadInfo:
+                max_length: int = 0, truncate: bool = False, patch_size: int = 4, label_field: str = "",
+                split_field: str = "", limits: UploadLimits = UploadLimits()) -> UploadInfo:
     """Validate ``data`` and store it as upload ``name``, replacing an older upload of that name.
 
     ``filename`` gives the format by its extension unless ``kind`` names it. ``max_length`` (0: the
     kind's default) bounds symbols per sequence, notes per MIDI window or patches per image; with
-    ``truncate=True`` longer CSV/FASTA sequences are cut instead of refused. Raises
+    ``truncate=True`` longer CSV/FASTA sequences are cut instead of refused. ``label_field`` and
+    ``split_field`` say which CSV column or FASTA header field (``field 2``) holds the label and the
+    file's own split (see :mod:`labcore.data.fields`). Raises
     :class:`DataValidationError` naming the line or file and the fix; then nothing is stored or changed.
     Parses in this process; the Data page uses :func:`start_save`, which parses in a subprocess.
     """
     data = _as_bytes(data, filename)
     request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
-                           patch_size=patch_size, limits=limits)
+                           patch_size=patch_size, label_field=label_field, split_field=split_field,
+                           limits=limits)
     folder = _pending_folder(data)
     try:
         return save_file(request, folder / _INPUT)
@@ -388,6 +423,9 @@ def save_file(request: SaveRequest, path: Path) -> UploadInfo:
         n_groups=len(parsed.group_names) if parsed.groups is not None else len(parsed.labels),
         max_length=parsed.longest, truncated=parsed.truncated, ignored_entries=parsed.ignored,
         options=request.options, limits=limits, examples_sha256=_sha256(examples),
+        split_counts=tuple(int(n) for n in np.bincount(parsed.splits, minlength=3)) if parsed.splits is not None
+        else (),
+        warnings=_warnings(parsed, request.options, request.kind),
     )
     _store(info, path, examples)
     return info
@@ -521,7 +559,8 @@ def _tail(path: Path, limit: int = 400) -> str:
 
 
 def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *, max_length: int = 0,
-               truncate: bool = False, patch_size: int = 4, limits: UploadLimits = UploadLimits()) -> SaveJob:
+               truncate: bool = False, patch_size: int = 4, label_field: str = "", split_field: str = "",
+               limits: UploadLimits = UploadLimits()) -> SaveJob:
     """Start checking and saving an upload in a subprocess; poll the returned job for its result.
 
     What needs no parsing (name, format, options, size) is checked here and refused at once with a
@@ -531,7 +570,8 @@ def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *
     """
     data = _as_bytes(data, filename)
     request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
-                           patch_size=patch_size, limits=limits)
+                           patch_size=patch_size, label_field=label_field, split_field=split_field,
+                           limits=limits)
     _remove_stale_pending()
     folder = _pending_folder(data)
     try:
@@ -604,6 +644,7 @@ class ParsedUpload:
     vectors: Any = None  # input_kind "vectors": float32 array [N, patches, vector_dim]
     groups: Any = None  # MIDI: int32 [N], index into group_names (the file each window comes from)
     group_names: tuple[str, ...] = ()
+    splits: Any = None  # int8 [N] when the file gives its own split: 0 train, 1 validation, 2 test
     alphabet: tuple[str, ...] = ()
     vector_dim: int = 0
     longest: int = 0
@@ -620,6 +661,8 @@ class ParsedUpload:
             out["vectors"] = self.vectors
         if self.groups is not None:
             out.update(groups=self.groups, group_names=np.array(self.group_names, dtype=str))
+        if self.splits is not None:
+            out["splits"] = self.splits
         return out
 
 
@@ -701,6 +744,7 @@ class _Examples:
         self.labels = array.array("i")
         self.groups = array.array("i")
         self.group_names: dict[str, int] = {}
+        self.splits = array.array("b")  # the file's own split per example (0, 1, 2), when it gives one
         self.symbols: dict[str, int] = {s: i for i, s in enumerate(alphabet)}
         self.fixed = bool(alphabet)  # MIDI: the alphabet is all 128 pitches, ids given
         self.known = set(self.symbols)
@@ -760,8 +804,10 @@ class _Examples:
             self.table[ord(symbol)] = chr(new)
         return new
 
-    def add(self, sequence: str, label: str, where: str) -> None:
-        """One example: a stripped, non-empty sequence (characters, or whitespace-separated symbols)."""
+    def add(self, sequence: str, label: str, where: str, split: str = "") -> None:
+        """One example: a stripped, non-empty sequence (characters, or whitespace-separated symbols).
+
+        ``split`` is the value of the file's split field, when one is chosen."""
         if not self.spaced and _WHITESPACE.search(sequence):
             raise _Spaced
         klass = self._klass(label, where)
@@ -776,7 +822,20 @@ class _Examples:
                 for symbol in sorted(set(parts) - self.known):
                     self._new_symbol(symbol, where)
             self.ids += parts.translate(self.table).encode(self.encoding)
+        if self.options.split_field:
+            self.splits.append(self._split(split, where))
         self._end(keep, klass)
+
+    def _split(self, value: str, where: str) -> int:
+        named = fields.split_of(value)
+        if named is None:
+            field = fields.describe_field("fasta" if self.options.split_field.startswith("field ") else "csv",
+                                          self.options.split_field)
+            raise DataValidationError(
+                f"{self.source}: {where}: the split field ({field}) says {value[:40]!r}, which names no split; "
+                f"every record needs train/training, valid/validation/dev or test/testing there, or choose "
+                f"no split field (a seeded 80/10/10 split)")
+        return fields.SPLITS.index(named)
 
     def add_ids(self, ids: list[int], label: str, group: str, where: str) -> None:
         """One example of ids into the fixed alphabet (MIDI pitches), from the file ``group``."""
@@ -815,11 +874,12 @@ class _Examples:
         offsets = np.zeros(len(self.ends) + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(self.ends, dtype=np.int64)
         groups = np.frombuffer(self.groups, dtype=np.int32).copy() if self.group_names else None
+        splits = np.frombuffer(self.splits, dtype=np.int8).copy() if self.options.split_field else None
         return ParsedUpload(
             input_kind="tokens", class_names=class_names,
             labels=relabel[np.frombuffer(self.labels, dtype=np.int32)], tokens=ids, offsets=offsets,
-            groups=groups, group_names=tuple(self.group_names), alphabet=alphabet, longest=self.longest,
-            truncated=self.too_long)
+            groups=groups, group_names=tuple(self.group_names), splits=splits, alphabet=alphabet,
+            longest=self.longest, truncated=self.too_long)
 
 
 def _parse_csv(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
@@ -838,12 +898,20 @@ def _read_csv(handle: BinaryIO, examples: _Examples, source: str) -> ParsedUploa
         while header is not None and not any(cell.strip() for cell in header):
             header = next(reader, None)  # leading blank lines
         columns = [cell.strip().lower() for cell in header or []]
-        if "sequence" not in columns or "label" not in columns:
+        options = examples.options
+        label_column = options.label_field or fields.LABEL_COLUMN
+        if "sequence" not in columns or label_column not in columns:
             found = ", ".join(repr(c) for c in (header or [])[:5]) or "nothing"
+            which = "'label'" if label_column == fields.LABEL_COLUMN else f"{label_column!r} (the label field chosen)"
             raise DataValidationError(f"{source}: line {reader.line_num or 1}: the header must name the "
-                                      f"columns 'sequence' and 'label' (found {found}); add a first line "
-                                      f"sequence,label above the examples")
-        i_seq, i_label = columns.index("sequence"), columns.index("label")
+                                      f"columns 'sequence' and {which} (found {found}); add a first line "
+                                      f"sequence,label above the examples, or choose the label column")
+        if options.split_field and options.split_field not in columns:
+            raise DataValidationError(f"{source}: line {reader.line_num or 1}: no column "
+                                      f"{options.split_field!r} (the split field chosen); choose one of "
+                                      f"{', '.join(columns)}")
+        i_seq, i_label = columns.index("sequence"), columns.index(label_column)
+        i_split = columns.index(options.split_field) if options.split_field else None
         for row in reader:
             if not any(cell.strip() for cell in row):
                 continue
@@ -860,7 +928,7 @@ def _read_csv(handle: BinaryIO, examples: _Examples, source: str) -> ParsedUploa
             if not label:
                 raise DataValidationError(f"{source}: line {number}: missing label; every example needs "
                                           f"its class name in the label column")
-            examples.add(sequence, label, f"line {number}")
+            examples.add(sequence, label, f"line {number}", row[i_split].strip() if i_split is not None else "")
     except csv.Error as error:
         raise DataValidationError(f"{source}: line {reader.line_num}: not valid CSV ({error}); save the "
                                   f"file as comma-separated text with a sequence,label header") from None
@@ -871,15 +939,26 @@ def _read_csv(handle: BinaryIO, examples: _Examples, source: str) -> ParsedUploa
 
 def _parse_fasta(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
     examples = _Examples(source, options, limits)
-    record: tuple[int, str, list[str]] | None = None  # header line, label, sequence parts
+    record: tuple[int, str, str, list[str]] | None = None  # header line, label, split, sequence parts
+    label_at = fields.field_index(options.label_field) if options.label_field else None
+    split_at = fields.field_index(options.split_field) if options.split_field else None
 
-    def finish(record: tuple[int, str, list[str]]) -> None:
-        number, label, parts = record
+    def finish(record: tuple[int, str, str, list[str]]) -> None:
+        number, label, split, parts = record
         sequence = "".join(parts)
         if not sequence:
             raise DataValidationError(f"{source}: line {number}: empty sequence (the record has a header "
                                       f"but no sequence lines); add its sequence or remove the record")
-        examples.add(sequence, label, f"line {number}")
+        examples.add(sequence, label, f"line {number}", split)
+
+    def field(header: str, at: int, number: int, what: str) -> str:
+        parts = fields.header_fields(header)
+        if at >= len(parts):
+            raise DataValidationError(f"{source}: line {number}: header {header[:60]!r} has {len(parts)} "
+                                      f"field(s), so no {fields.field_name(at)} for the {what}; give every "
+                                      f"header the same fields (split on '|' and spaces), or choose another "
+                                      f"field")
+        return parts[at]
 
     for number, raw in enumerate(_lines(handle, source), 1):
         line = raw.strip()
@@ -887,22 +966,26 @@ def _parse_fasta(handle: BinaryIO, source: str, options: UploadOptions, limits: 
             continue
         if line.startswith(">"):
             header = line[1:].strip()
-            if "|" not in header:
+            if label_at is not None:
+                label = field(header, label_at, number, "label")
+            elif "|" not in header:
                 raise DataValidationError(f"{source}: line {number}: header {line[:60]!r} has no label; "
                                           f"write every header as >id|label (the label is the text after "
-                                          f"the last '|')")
-            label = header.rsplit("|", 1)[1].strip()
+                                          f"the last '|'), or choose the field that holds the label")
+            else:
+                label = fields.after_last_bar(header)
             if not label:
                 raise DataValidationError(f"{source}: line {number}: missing label after '|'; write the "
                                           f"header as >id|label")
+            split = field(header, split_at, number, "split") if split_at is not None else ""
             if record is not None:
                 finish(record)
-            record = (number, label, [])
+            record = (number, label, split, [])
         else:
             if record is None:
                 raise DataValidationError(f"{source}: line {number}: sequence before the first header; "
                                           f"start every record with a header line >id|label")
-            record[2].append("".join(line.split()))
+            record[3].append("".join(line.split()))
     if record is None:
         raise DataValidationError(f"{source} holds no FASTA records; start each with a header >id|label")
     finish(record)
@@ -920,6 +1003,9 @@ def _check_classes(parsed: ParsedUpload, source: str, limits: UploadLimits, kind
         units, what = parsed.labels[first], "MIDI files"
     else:
         units, what = parsed.labels, "examples"
+    if parsed.splits is not None:
+        _check_own_split(parsed, source, limits)
+        return
     counts = np.bincount(units, minlength=len(parsed.class_names))
     need = limits.min_per_class
     small = [(parsed.class_names[i], int(counts[i])) for i in np.flatnonzero(counts < need)]
@@ -931,6 +1017,55 @@ def _check_classes(parsed: ParsedUpload, source: str, limits: UploadLimits, kind
             f"{shown}{more}. Each class needs {need} so that train, validation and test each hold "
             f"{limits.min_per_split} of it; add {what} to these classes, merge them into related ones, "
             f"or drop their rows")
+
+
+def _check_own_split(parsed: ParsedUpload, source: str, limits: UploadLimits) -> None:
+    """The file's own split: every class needs ``min_per_split`` examples in each split it gives, and
+    train enough more to give the splits it lacks (taken from train, see :func:`own_split`)."""
+    np = _numpy()
+    present = [i for i in range(3) if (parsed.splits == i).any()]
+    if 0 not in present:
+        raise DataValidationError(f"{source}: the split field names no training records; mark the records to "
+                                  f"train on with train or training")
+    missing = 3 - len(present)
+    short = []
+    for i in present:
+        counts = np.bincount(parsed.labels[parsed.splits == i], minlength=len(parsed.class_names))
+        need = limits.min_per_split * (1 + missing if i == 0 else 1)
+        short += [f"{parsed.class_names[c]!r} has {int(counts[c])} in {fields.SPLITS[i]}"
+                  for c in np.flatnonzero(counts < need)]
+    if short:
+        taken = (f" ({' and '.join(fields.SPLITS[i] for i in range(3) if i not in present)} are taken from "
+                 f"train, so train needs {limits.min_per_split * (1 + missing)})") if missing else ""
+        raise DataValidationError(
+            f"{source}: the file's own split leaves classes too small to measure: {'; '.join(short[:6])}"
+            f"{' ...' if len(short) > 6 else ''}. Every class needs {limits.min_per_split} examples in each of "
+            f"train, validation and test{taken}; add examples, or choose no split field (a seeded 80/10/10 "
+            f"split)")
+
+
+def own_split(labels, splits, seed: int, min_per_split: int) -> tuple[list[int], list[int], list[int]]:
+    """Rows of train, validation and test as the file's split says; a split the file lacks is taken
+    from train: of each class, a seeded ninth of its training rows (at least ``min_per_split``)."""
+    import numpy as np
+
+    labels, splits = np.asarray(labels), np.asarray(splits).copy()
+    rng = np.random.default_rng(seed)
+    for lacking in [i for i in (1, 2) if not (splits == i).any()]:
+        for klass in np.unique(labels):
+            rows = np.flatnonzero((splits == 0) & (labels == klass))
+            take = max(min_per_split, int(round(len(rows) / 9)))
+            splits[rng.permutation(rows)[:take]] = lacking
+    return tuple(np.flatnonzero(splits == i).tolist() for i in range(3))  # type: ignore[return-value]
+
+
+def _warnings(parsed: ParsedUpload, options: UploadOptions, kind: str) -> tuple[str, ...]:
+    out = []
+    if kind in ("csv", "fasta") and all(fields.split_of(c) for c in parsed.class_names):
+        out.append(f"the labels ({', '.join(parsed.class_names)}) are split names, not classes: the label was "
+                   f"read from {fields.describe_field(kind, options.label_field or (fields.LABEL_COLUMN if kind == 'csv' else ''))}; "
+                   f"upload again choosing the field that holds the class as the label and this one as the split")
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------ zip archives
@@ -1189,13 +1324,21 @@ class UploadedDiscipline(Discipline):
             extra += f" Patches of {up.options.patch_size}x{up.options.patch_size}, zero-padded."
         if up.ignored_entries:
             extra += f" {up.ignored_entries} zip entr(y/ies) skipped (hidden or not MIDI)."
+        split = f"Seeded 80/10/10 split, stratified {how}."
+        if up.options.split_field:
+            given = ", ".join(f"{s} {n}" for s, n in zip(fields.SPLITS, up.split_counts) if n)
+            split = (f"The file's own split ({given}; from {fields.describe_field(up.kind, up.options.split_field)})"
+                     + (", a split it lacks taken from train by a seeded ninth of each class." if 0 in up.split_counts
+                        else "."))
+        for warning in up.warnings:
+            extra += f" Warning: {warning}."
         return DisciplineInfo(
             name=self.name, title=self.title, input_kind=up.input_kind, output_kind="class",
             metric="accuracy", citation="User upload", source=up.filename, licence="as provided by the user",
             alphabet=up.alphabet, vector_dim=up.vector_dim, class_names=up.class_names,
             max_length=up.max_length, vote_by_group=up.kind == "midi", vectors_are_patches=up.kind == "npz",
             notes=f"Uploaded {up.created} ({up.kind}, sha256 {up.fingerprint}). {up.n_examples} examples: "
-                  f"{counts}. Seeded 80/10/10 split, stratified {how}.{extra}",
+                  f"{counts}. {split}{extra}",
         )
 
     def available(self) -> tuple[bool, str]:
@@ -1233,6 +1376,7 @@ class UploadedDiscipline(Discipline):
                                       f"and upload the file again") from None
         labels = arrays["labels"].astype(np.int64)
         groups = arrays["group_names"][arrays["groups"]].tolist() if "groups" in arrays else None
+        own = arrays.get("splits")
         if up.input_kind == "tokens":
             # Arrow straight from the flat arrays: one list<int64> column, no Python object per symbol.
             columns = {"label": pa.array(labels), "tokens": pa.ListArray.from_arrays(
@@ -1243,8 +1387,11 @@ class UploadedDiscipline(Discipline):
         else:
             table = datasets.Dataset.from_dict({"label": labels, "vectors": arrays["vectors"]}).data.table
         del arrays
-        parts = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
-                                 min_per_split=up.limits.min_per_split)
+        if own is not None:
+            parts = own_split(labels, own, params.seed, up.limits.min_per_split)
+        else:
+            parts = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
+                                     min_per_split=up.limits.min_per_split)
         # Each split is taken out of the table in Arrow; the fingerprints are given (the upload's
         # sha256 prefix and the seed), where datasets would otherwise hash every row to make them.
         return datasets.DatasetDict({
