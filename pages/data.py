@@ -191,6 +191,8 @@ def upload_result() -> None:
         return
     if result.info is None:
         st.error(f"The upload was not saved: {result.error}")
+        if "skip_unreadable=True" in result.error:
+            st.caption("Tick **skip unreadable MIDI files** below the file and save again to keep the others.")
         return
     saved = result.info
     inputs = f"alphabet of {len(saved.alphabet)} symbols" if saved.alphabet else f"vectors of {saved.vector_dim}"
@@ -200,6 +202,8 @@ def upload_result() -> None:
         own = f" The file's own split: {given}{' (what it lacks is taken from train)' if 0 in saved.split_counts else ''}."
     for warning in saved.warnings:
         st.warning(f"Saved, but {warning}.", icon=":material/warning:")
+    if saved.skipped:
+        st.info(f"{len(saved.skipped)} unreadable MIDI file(s) left out: {'; '.join(saved.skipped)}")
     box = st.warning if saved.warnings else st.success  # never a green box over a suspicious reading
     box(f"Saved as discipline **upload:{saved.name}**: {saved.n_examples:,} examples, "
         f"{len(saved.class_names)} classes ({', '.join(saved.class_names)}), {inputs}"
@@ -276,6 +280,12 @@ with tab_upload:
                                      key="w:upload.max_length"))
     truncate = c2.checkbox("cut longer sequences instead of refusing them", key="w:upload.truncate")
     patch = int(c3.number_input("patch size (images)", min_value=1, value=4, step=1, key="w:upload.patch"))
+    skip_unreadable = False
+    if file_kind == "midi":
+        skip_unreadable = st.checkbox("skip unreadable MIDI files and save the rest (they are listed)",
+                                      key="w:upload.skip_unreadable",
+                                      help="Without it, a zip with files no MIDI reader can parse is refused, "
+                                           "with every such file named.")
     replacing = upload_name.strip() in uploads.list_uploads()
     confirmed = True
     if replacing:
@@ -296,7 +306,7 @@ with tab_upload:
                 st.session_state["upload.job"] = uploads.start_save(
                     upload_name.strip(), file.name, file.getvalue(), None if kind.startswith("from") else kind,
                     max_length=max_length, truncate=truncate, patch_size=patch, label_field=label_field,
-                    split_field=split_field)
+                    split_field=split_field, skip_unreadable=skip_unreadable)
             except LabError as exc:  # what needs no parsing (name, format, size) is refused at once
                 st.session_state["upload.result"] = uploads.SaveResult(info=None, error=str(exc), seconds=0.0,
                                                                        peak_rss_bytes=0, pid=0)

@@ -357,14 +357,14 @@ def test_midi_notes_sorted_by_onset_then_pitch():
 def test_midi_refusals_name_the_entry():
     entries = music_zip()
     entries["pieces/bach/broken.mid"] = b"MThd but not really"
-    raises(r"music.zip: pieces/bach/broken.mid: not a readable MIDI file \(\w+", save_upload, "m", "music.zip",
-           zip_bytes(entries))
+    raises(r"music.zip: 1 file\(s\) cannot be read as MIDI with notes: pieces/bach/broken.mid \(\w+", save_upload,
+           "m", "music.zip", zip_bytes(entries))
     entries = music_zip()
     entries["loose.mid"] = midi_bytes([60, 62])
     raises(r"'loose.mid' is not inside a class folder", save_upload, "m", "music.zip", zip_bytes(entries))
     entries = music_zip()
     entries["pieces/bach/drums.mid"] = midi_bytes([], drum_pitches=[36])
-    raises(r"drums.mid: no notes outside drum tracks", save_upload, "m", "music.zip", zip_bytes(entries))
+    raises(r"drums.mid \(no notes outside drum tracks\)", save_upload, "m", "music.zip", zip_bytes(entries))
     raises(r"not a readable zip archive", save_upload, "m", "music.zip", b"PK\x03\x04 broken")
     short = save_upload("short", "short.zip", zip_bytes(music_zip(notes=3)), max_length=4)
     assert short.n_examples == 12 and short.max_length == 3  # a piece shorter than a window stays whole
@@ -677,3 +677,44 @@ def test_csv_label_and_split_columns_are_chosen():
     info = save_upload("cols", "c.csv", data, label_field="class", split_field="fold")
     assert info.class_names == ("neg", "pos") and info.split_counts == (12, 12, 12)
     raises(r"the header must name the columns 'sequence' and 'label'", save_upload, "x", "c.csv", data)
+
+
+def fine_midi_bytes(beats=1100, resolution=10_080):
+    """A long piece at music21's resolution: its last tick passes pretty_midi's 10^7 guard."""
+    import mido
+
+    midi = mido.MidiFile(ticks_per_beat=resolution)
+    track = mido.MidiTrack()
+    midi.tracks.append(track)
+    for i in range(beats):
+        track.append(mido.Message("note_on", note=60 + i % 12, velocity=80, time=0))
+        track.append(mido.Message("note_on", note=64 + i % 5, velocity=80, time=0))
+        track.append(mido.Message("note_off", note=60 + i % 12, velocity=0, time=resolution))
+        track.append(mido.Message("note_off", note=64 + i % 5, velocity=0, time=0))
+    buffer = io.BytesIO()
+    midi.save(file=buffer)
+    return buffer.getvalue()
+
+
+def test_a_long_midi_at_10080_ticks_per_beat_is_read():
+    import pretty_midi
+
+    data = fine_midi_bytes()
+    with pytest.raises(ValueError, match="largest tick"):
+        pretty_midi.PrettyMIDI(io.BytesIO(data))  # the guard the issue ran into
+    pitches = music.pitches_from_midi(data)
+    assert len(pitches) == 2200
+    assert pitches[:4] == [60, 64, 61, 65]  # onset order kept, a chord bottom-up
+
+
+def test_every_unreadable_midi_is_named_at_once_and_can_be_skipped():
+    entries = music_zip()
+    entries["pieces/bach/long.mid"] = fine_midi_bytes(beats=1000)
+    for k in range(3):
+        entries[f"pieces/satie/broken{k}.mid"] = b"MThd but not really"
+    message = raises(r"3 file\(s\) cannot be read", save_upload, "m", "music.zip", zip_bytes(entries))
+    assert all(f"broken{k}.mid" in message for k in range(3)) and "long.mid" not in message
+    info = save_upload("m", "music.zip", zip_bytes(entries), skip_unreadable=True)
+    assert len(info.skipped) == 3 and info.n_groups == 13  # the long file is kept, the broken ones left out
+    discipline = disciplines.get("upload:m")
+    assert "3 unreadable MIDI file(s) left out" in discipline.info(disciplines.parse_params(discipline, {})).notes

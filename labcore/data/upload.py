@@ -160,6 +160,7 @@ class UploadOptions:
     label_field: str = ""
     # csv/fasta: the field holding each record's split (train/valid/test names); "" for a seeded split
     split_field: str = ""
+    skip_unreadable: bool = False  # midi: leave out files no MIDI reader can parse (listed) instead of refusing
 
 
 @dataclass(frozen=True)
@@ -190,6 +191,7 @@ class UploadInfo:
     # examples per split when the file gives its own (options.split_field), train/validation/test
     split_counts: tuple[int, ...] = ()
     warnings: tuple[str, ...] = ()  # what the save found suspicious (labels that are split names, ...)
+    skipped: tuple[str, ...] = ()  # midi: zip entries left out as unreadable (options.skip_unreadable)
 
     @property
     def fingerprint(self) -> str:
@@ -201,7 +203,7 @@ class UploadInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "UploadInfo":
         values = dict(data)
-        for key in ("alphabet", "class_names", "class_counts", "split_counts", "warnings"):
+        for key in ("alphabet", "class_names", "class_counts", "split_counts", "warnings", "skipped"):
             if key in values:
                 values[key] = tuple(values[key])
         values["options"] = UploadOptions(**values["options"])
@@ -315,7 +317,7 @@ class SaveRequest:
 
 def save_request(name: str, filename: str, size: int, kind: str | None = None, *, max_length: int = 0,
                  truncate: bool = False, patch_size: int = 4, label_field: str = "", split_field: str = "",
-                 limits: UploadLimits = UploadLimits()) -> SaveRequest:
+                 skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveRequest:
     """Check everything that needs no parsing (name, format, options, size); raise the refusal at once."""
     name = _check_name(name)
     kind = detect_kind(filename, kind)
@@ -327,7 +329,8 @@ def save_request(name: str, filename: str, size: int, kind: str | None = None, *
     _check_size(size, shown, limits)
     label_field, split_field = _check_fields(kind, label_field.strip(), split_field.strip())
     options = UploadOptions(max_length=max_length or DEFAULT_MAX_LENGTH[kind], truncate=truncate,
-                            patch_size=patch_size, label_field=label_field, split_field=split_field)
+                            patch_size=patch_size, label_field=label_field, split_field=split_field,
+                            skip_unreadable=skip_unreadable)
     return SaveRequest(name=name, kind=kind, filename=shown, options=options, limits=limits)
 
 
@@ -362,7 +365,8 @@ def _as_bytes(data: Any, filename: str) -> bytes | bytearray | memoryview:
 
 def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, *,
                 max_length: int = 0, truncate: bool = False, patch_size: int = 4, label_field: str = "",
-                split_field: str = "", limits: UploadLimits = UploadLimits()) -> UploadInfo:
+                split_field: str = "", skip_unreadable: bool = False,
+                limits: UploadLimits = UploadLimits()) -> UploadInfo:
     """Validate ``data`` and store it as upload ``name``, replacing an older upload of that name.
 
     ``filename`` gives the format by its extension unless ``kind`` names it. ``max_length`` (0: the
@@ -376,7 +380,7 @@ def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, 
     data = _as_bytes(data, filename)
     request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
                            patch_size=patch_size, label_field=label_field, split_field=split_field,
-                           limits=limits)
+                           skip_unreadable=skip_unreadable, limits=limits)
     folder = _pending_folder(data)
     try:
         return save_file(request, folder / _INPUT)
@@ -425,7 +429,7 @@ def save_file(request: SaveRequest, path: Path) -> UploadInfo:
         options=request.options, limits=limits, examples_sha256=_sha256(examples),
         split_counts=tuple(int(n) for n in np.bincount(parsed.splits, minlength=3)) if parsed.splits is not None
         else (),
-        warnings=_warnings(parsed, request.options, request.kind),
+        warnings=_warnings(parsed, request.options, request.kind), skipped=parsed.skipped,
     )
     _store(info, path, examples)
     return info
@@ -560,7 +564,7 @@ def _tail(path: Path, limit: int = 400) -> str:
 
 def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *, max_length: int = 0,
                truncate: bool = False, patch_size: int = 4, label_field: str = "", split_field: str = "",
-               limits: UploadLimits = UploadLimits()) -> SaveJob:
+               skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveJob:
     """Start checking and saving an upload in a subprocess; poll the returned job for its result.
 
     What needs no parsing (name, format, options, size) is checked here and refused at once with a
@@ -571,7 +575,7 @@ def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *
     data = _as_bytes(data, filename)
     request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
                            patch_size=patch_size, label_field=label_field, split_field=split_field,
-                           limits=limits)
+                           skip_unreadable=skip_unreadable, limits=limits)
     _remove_stale_pending()
     folder = _pending_folder(data)
     try:
@@ -650,6 +654,7 @@ class ParsedUpload:
     longest: int = 0
     truncated: int = 0
     ignored: int = 0
+    skipped: tuple[str, ...] = ()  # MIDI entries left out as unreadable
 
     def arrays(self) -> dict[str, Any]:
         """The arrays saved as examples.npz (no object arrays: they load with allow_pickle=False)."""
@@ -1134,6 +1139,7 @@ def _parse_midi_zip(handle: BinaryIO, source: str, options: UploadOptions, limit
     # Pitches 0..127 are the ids; windows are never longer than max_length, so none is "too long".
     examples = _Examples(source, options, limits, alphabet=note_names())
     ignored = 0
+    unreadable: list[tuple[str, str]] = []  # entry, why
     with archive:
         for entry in sorted(archive.infolist(), key=lambda e: e.filename):
             if entry.is_dir():
@@ -1150,20 +1156,28 @@ def _parse_midi_zip(handle: BinaryIO, source: str, options: UploadOptions, limit
             try:
                 pitches = pitches_from_midi(budget.read(archive, entry))
             except UnreadableMidiError as error:
-                raise DataValidationError(f"{source}: {entry.filename}: not a readable MIDI file ({error.why}); "
-                                          f"export it again as a standard MIDI file or remove it from the "
-                                          f"zip") from None
+                unreadable.append((entry.filename, error.why))
+                continue
             if not pitches:
-                raise DataValidationError(f"{source}: {entry.filename}: no notes outside drum tracks; remove "
-                                          f"the file from the zip")
+                unreadable.append((entry.filename, "no notes outside drum tracks"))
+                continue
             # Full windows only, as the music discipline cuts them (equal-length examples, so no
             # short tail gets a full vote); a piece shorter than one window is kept whole.
             for cut in windows(pitches, window):
                 examples.add_ids(cut, parts[-2], "/".join(parts), entry.filename)
+    if unreadable and not options.skip_unreadable:
+        # Every unreadable file at once, so one upload (or one re-zip) deals with all of them.
+        listed = "; ".join(f"{name} ({why})" for name, why in unreadable[:20])
+        more = f"; and {len(unreadable) - 20} more" if len(unreadable) > 20 else ""
+        raise DataValidationError(f"{source}: {len(unreadable)} file(s) cannot be read as MIDI with notes: "
+                                  f"{listed}{more}. Skip them and save the rest (the option 'skip unreadable "
+                                  f"MIDI files', skip_unreadable=True), or export them again as standard MIDI "
+                                  f"files")
     if not len(examples):
-        raise DataValidationError(f"{source} holds no .mid or .midi files; zip class folders of MIDI files "
-                                  f"(composerA/piece1.mid)")
-    return dataclasses.replace(examples.finish(), ignored=ignored)
+        raise DataValidationError(f"{source} holds no readable .mid or .midi files; zip class folders of MIDI "
+                                  f"files (composerA/piece1.mid)")
+    return dataclasses.replace(examples.finish(), ignored=ignored,
+                               skipped=tuple(f"{name} ({why})" for name, why in unreadable))
 
 
 # ----------------------------------------------------------------------------------------- images
@@ -1324,6 +1338,8 @@ class UploadedDiscipline(Discipline):
             extra += f" Patches of {up.options.patch_size}x{up.options.patch_size}, zero-padded."
         if up.ignored_entries:
             extra += f" {up.ignored_entries} zip entr(y/ies) skipped (hidden or not MIDI)."
+        if up.skipped:
+            extra += f" {len(up.skipped)} unreadable MIDI file(s) left out: {'; '.join(up.skipped[:5])}."
         split = f"Seeded 80/10/10 split, stratified {how}."
         if up.options.split_field:
             given = ", ".join(f"{s} {n}" for s, n in zip(fields.SPLITS, up.split_counts) if n)
