@@ -211,6 +211,11 @@ def upload_result() -> None:
         f"{result.seconds:.1f} s.{own} Pick it on **New experiment**.")
 
 
+LONG_CHOICES = {"windows": "cut into windows (evaluation votes over a record's windows)",
+                "cut": "cut to max length (the cut is stated in the upload's notes)",
+                "refuse": "refuse the file"}
+
+
 def upload_preview(kind: str, file) -> tuple[str, str]:
     """The first records of a CSV or FASTA file, a chooser for its label and split fields, the class
     counts that choice gives and what is suspicious about it; the fields chosen."""
@@ -277,8 +282,16 @@ with tab_upload:
         label_field, split_field = upload_preview(file_kind, file)
     c1, c2, c3 = st.columns(3)
     max_length = int(c1.number_input("max length (0: the format's default)", min_value=0, step=1,
-                                     key="w:upload.max_length"))
-    truncate = c2.checkbox("cut longer sequences instead of refusing them", key="w:upload.truncate")
+                                     key="w:upload.max_length",
+                                     help=f"Symbols per sequence (CSV, FASTA; default "
+                                          f"{uploads.DEFAULT_MAX_LENGTH['fasta']}), notes per window (MIDI; default "
+                                          f"{uploads.DEFAULT_MAX_LENGTH['midi']}), patches per image (npz)."))
+    c1.caption(f"The packaged BERT-sized models (MiniLM, AntiBERTy) take 512 positions: [CLS], "
+               f"{uploads.DEFAULT_MAX_LENGTH['fasta']} symbols and [SEP]. A run cuts longer inputs to its model's "
+               f"positions and says so in its notes.")
+    longer = c2.radio("Sequences longer than max length", list(LONG_CHOICES), key="w:upload.long",
+                      format_func=LONG_CHOICES.get)
+    truncate, windows = longer == "cut", longer == "windows"
     patch = int(c3.number_input("patch size (images)", min_value=1, value=4, step=1, key="w:upload.patch"))
     skip_unreadable = False
     if file_kind == "midi":
@@ -305,7 +318,7 @@ with tab_upload:
             try:
                 st.session_state["upload.job"] = uploads.start_save(
                     upload_name.strip(), file.name, file.getvalue(), None if kind.startswith("from") else kind,
-                    max_length=max_length, truncate=truncate, patch_size=patch, label_field=label_field,
+                    max_length=max_length, truncate=truncate, windows=windows, patch_size=patch, label_field=label_field,
                     split_field=split_field, skip_unreadable=skip_unreadable)
             except LabError as exc:  # what needs no parsing (name, format, size) is refused at once
                 st.session_state["upload.result"] = uploads.SaveResult(info=None, error=str(exc), seconds=0.0,

@@ -15,6 +15,7 @@ import streamlit as st
 from labcore import data as disciplines
 from labcore import demos, spec as spec_lib
 from labcore.errors import LabError
+from labcore.models.backbones import known_positions
 from labcore.spec import RunSpec, make_spec, train_defaults
 from labcore.resolve import resolve_spec
 from pages import common, state
@@ -155,6 +156,10 @@ with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
                                     help="Overrides the model above: local:<transformers folder>, hub:<id> (needs "
                                          "the hub), tiny:<family> (a tiny random model for trials).")
     dparams_text = cols[3].text_input("Discipline parameters (JSON)", key="exp.adv.dparams", placeholder='{"seed": 1}')
+    chosen_model = model_text.strip() or model
+    positions = known_positions(chosen_model)
+    cols[1].caption(f"{chosen_model} takes {positions:,} positions (with [CLS] and [SEP])." if positions else
+                    f"{chosen_model}: no fixed position limit known here.")
 
 if model_text.strip():
     model = model_text.strip()
@@ -184,6 +189,19 @@ if not errors:
     except LabError as exc:
         errors.append(str(exc))
 
+def length_note(resolved: RunSpec, info: Any) -> None:
+    """The model's position limit against the discipline's longest example, where the second is longer."""
+    positions = known_positions(resolved.model)
+    if info is None or info.input_kind != "tokens" or not positions:
+        return
+    asked = resolved.max_length or info.max_length + 2  # + [CLS] and [SEP]
+    if asked > positions:
+        st.warning(f"The longest example has {info.max_length:,} symbols, but {resolved.model} takes {positions:,} "
+                   f"positions: every longer input is cut to {positions - 2:,} symbols (the run's notes say so). To "
+                   f"keep every symbol, upload the file again with 'cut into windows' (evaluation votes over a "
+                   f"record's windows).", icon=":material/content_cut:")
+
+
 st.subheader("What will run")
 for message in errors:
     st.error(message)
@@ -192,6 +210,7 @@ if resolved is not None:
     st.markdown(f"**{len(specs)} run{'s' if len(specs) > 1 else ''}:** " + ", ".join(labels))
     st.code(specs[0].cli() + (f"   # and seeds {', '.join(map(str, seeds[1:]))}" if len(specs) > 1 else ""),
             language="bash", wrap_lines=True)
+    length_note(resolved, info)
     with st.expander("The resolved spec (every default filled in; its hash is the run's key)"):
         st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
         st.caption(f"key {resolved.key}")

@@ -149,9 +149,11 @@ def test_csv_refusals_name_the_line_and_the_fix():
 
 def test_csv_over_long_sequence_is_refused_or_truncated():
     rows = two_class_rows(12) + [("A" * 30, "pos"), ("C" * 50, "neg")]
-    message = raises(r"line 14: sequence of length 30 > max_length 20", save_upload, "x", "x.csv",
-                     csv_bytes(rows), max_length=20)
-    assert "max_length=50" in message and "truncate=True" in message
+    message = raises(r"line 14: a sequence of 30 symbols is longer than the max length of 20", save_upload, "x",
+                     "x.csv", csv_bytes(rows), max_length=20, windows=False)
+    # The page's words, not the code's: its labels for the choices and the max length.
+    assert "a max length of 50" in message and "'cut into windows'" in message and "'cut to max length'" in message
+    assert "max_length=" not in message and "truncate=True" not in message
     info = save_upload("x", "x.csv", csv_bytes(rows), max_length=20, truncate=True)
     assert info.max_length == 20 and info.truncated == 2
 
@@ -223,7 +225,7 @@ def test_total_symbols_over_the_cap_are_refused_with_the_cap_named():
     rows = [("ACGT" * 10, "ab"[i % 2]) for i in range(100)]  # 40 symbols a row: the 26th row crosses
     message = raises(r"line 27: more than 1,000 symbols in all, the lab's cap on total symbols", save_upload,
                      "x", "x.csv", csv_bytes(rows), limits=limits)
-    assert "truncate=True" in message
+    assert "'cut to max length'" in message
     # Truncation counts: cut to 8 symbols a row, the same rows fit.
     info = save_upload("x", "x.csv", csv_bytes(rows), max_length=8, truncate=True, limits=limits)
     assert info.n_examples == 100 and info.truncated == 100
@@ -718,3 +720,30 @@ def test_every_unreadable_midi_is_named_at_once_and_can_be_skipped():
     assert len(info.skipped) == 3 and info.n_groups == 13  # the long file is kept, the broken ones left out
     discipline = disciplines.get("upload:m")
     assert "3 unreadable MIDI file(s) left out" in discipline.info(disciplines.parse_params(discipline, {})).notes
+
+
+# ------------------------------------------------------------------------ long sequences (issue 13)
+
+
+def long_fasta(n=12, length=1000):
+    return "".join(f">r{i}|{'ab'[i % 2]}\n{('ACGT' if i % 2 else 'TTGA') * (length // 4)}\n"
+                   for i in range(n)).encode()
+
+
+def test_sequences_longer_than_max_length_are_cut_into_windows_that_vote():
+    assert upload.window_starts(1000, 510) == [0, 490] and upload.window_starts(1020, 510) == [0, 510]
+    info = save_upload("long", "l.fasta", long_fasta())  # the default: windows of 510 symbols
+    assert info.options.max_length == 510 and info.windowed == 12
+    assert info.n_examples == 24 and info.n_groups == 12 and info.max_length == 510 and info.truncated == 0
+    discipline = disciplines.get("upload:long")
+    meta = discipline.info(disciplines.parse_params(discipline, {}))
+    assert meta.vote_by_group and "12 sequence(s) longer than 510 symbols cut into windows" in meta.notes
+    dataset, _ = disciplines.load("upload:long", progress=lambda _m: None)
+    groups = {s: set(dataset[s]["group"]) for s in ("train", "validation", "test")}
+    assert not groups["train"] & groups["test"] and not groups["train"] & groups["validation"]
+    assert all(len(t) == 510 for s in dataset for t in dataset[s]["tokens"])
+    cut = save_upload("cut", "l.fasta", long_fasta(), truncate=True)
+    assert cut.windowed == 0 and cut.truncated == 12 and cut.n_examples == 12
+    short = save_upload("short", "s.fasta", long_fasta(length=100))
+    assert short.windowed == 0 and short.n_groups == 12  # no record cut: no groups, no vote
+    assert not disciplines.get("upload:short").info(None).vote_by_group

@@ -91,7 +91,8 @@ EXTENSIONS = {".csv": "csv", ".fasta": "fasta", ".fa": "fasta", ".faa": "fasta",
 STORED_NAMES = {"csv": "data.csv", "fasta": "data.fasta", "midi": "data.zip", "npz": "data.npz"}
 # Default max_length per kind: BERT-sized models have 512 positions (Kao & Lee truncate proteins to
 # 512); music is cut into 128-note segments as in Kao & Lee appendix G.4; images count patches.
-DEFAULT_MAX_LENGTH = {"csv": 512, "fasta": 512, "midi": 128, "npz": 512}
+# csv/fasta: 510 symbols, so [CLS], a window and [SEP] fill the 512 positions of the BERT-sized models.
+DEFAULT_MAX_LENGTH = {"csv": 510, "fasta": 510, "midi": 128, "npz": 512}
 MIDI_SUFFIXES = (".mid", ".midi")
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
 MANIFEST = "manifest.json"
@@ -154,6 +155,10 @@ class UploadOptions:
 
     max_length: int = 0  # symbols / notes per window / patches; 0 means the kind's default
     truncate: bool = False  # csv/fasta: cut over-long sequences instead of refusing them
+    # csv/fasta: cut over-long sequences into windows of max_length (a record's windows share its split
+    # and vote at evaluation) instead of refusing them; truncate wins where both are set. False in
+    # manifests saved before windows existed.
+    windows: bool = False
     patch_size: int = 4  # npz: side of the square patches
     # csv/fasta: the field holding the label (labcore.data.fields): a CSV column, or a FASTA header's
     # "field N"; "" is the default (the column 'label'; the text after the header's last '|')
@@ -192,6 +197,7 @@ class UploadInfo:
     split_counts: tuple[int, ...] = ()
     warnings: tuple[str, ...] = ()  # what the save found suspicious (labels that are split names, ...)
     skipped: tuple[str, ...] = ()  # midi: zip entries left out as unreadable (options.skip_unreadable)
+    windowed: int = 0  # csv/fasta: records longer than max length cut into windows (options.windows)
 
     @property
     def fingerprint(self) -> str:
@@ -316,8 +322,8 @@ class SaveRequest:
 
 
 def save_request(name: str, filename: str, size: int, kind: str | None = None, *, max_length: int = 0,
-                 truncate: bool = False, patch_size: int = 4, label_field: str = "", split_field: str = "",
-                 skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveRequest:
+                 truncate: bool = False, windows: bool = True, patch_size: int = 4, label_field: str = "",
+                 split_field: str = "", skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveRequest:
     """Check everything that needs no parsing (name, format, options, size); raise the refusal at once."""
     name = _check_name(name)
     kind = detect_kind(filename, kind)
@@ -329,6 +335,7 @@ def save_request(name: str, filename: str, size: int, kind: str | None = None, *
     _check_size(size, shown, limits)
     label_field, split_field = _check_fields(kind, label_field.strip(), split_field.strip())
     options = UploadOptions(max_length=max_length or DEFAULT_MAX_LENGTH[kind], truncate=truncate,
+                            windows=windows and not truncate and kind in ("csv", "fasta"),
                             patch_size=patch_size, label_field=label_field, split_field=split_field,
                             skip_unreadable=skip_unreadable)
     return SaveRequest(name=name, kind=kind, filename=shown, options=options, limits=limits)
@@ -364,21 +371,24 @@ def _as_bytes(data: Any, filename: str) -> bytes | bytearray | memoryview:
 
 
 def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, *,
-                max_length: int = 0, truncate: bool = False, patch_size: int = 4, label_field: str = "",
+                max_length: int = 0, truncate: bool = False, windows: bool = True, patch_size: int = 4,
+                label_field: str = "",
                 split_field: str = "", skip_unreadable: bool = False,
                 limits: UploadLimits = UploadLimits()) -> UploadInfo:
     """Validate ``data`` and store it as upload ``name``, replacing an older upload of that name.
 
     ``filename`` gives the format by its extension unless ``kind`` names it. ``max_length`` (0: the
     kind's default) bounds symbols per sequence, notes per MIDI window or patches per image; with
-    ``truncate=True`` longer CSV/FASTA sequences are cut instead of refused. ``label_field`` and
+    ``windows`` (the default) longer CSV/FASTA sequences are cut into windows of ``max_length`` whose
+    votes make the record's prediction, with ``truncate=True`` they are cut to ``max_length``, with
+    neither they are refused. ``label_field`` and
     ``split_field`` say which CSV column or FASTA header field (``field 2``) holds the label and the
     file's own split (see :mod:`labcore.data.fields`). Raises
     :class:`DataValidationError` naming the line or file and the fix; then nothing is stored or changed.
     Parses in this process; the Data page uses :func:`start_save`, which parses in a subprocess.
     """
     data = _as_bytes(data, filename)
-    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
+    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate, windows=windows,
                            patch_size=patch_size, label_field=label_field, split_field=split_field,
                            skip_unreadable=skip_unreadable, limits=limits)
     folder = _pending_folder(data)
@@ -430,6 +440,7 @@ def save_file(request: SaveRequest, path: Path) -> UploadInfo:
         split_counts=tuple(int(n) for n in np.bincount(parsed.splits, minlength=3)) if parsed.splits is not None
         else (),
         warnings=_warnings(parsed, request.options, request.kind), skipped=parsed.skipped,
+        windowed=parsed.windowed,
     )
     _store(info, path, examples)
     return info
@@ -563,8 +574,8 @@ def _tail(path: Path, limit: int = 400) -> str:
 
 
 def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *, max_length: int = 0,
-               truncate: bool = False, patch_size: int = 4, label_field: str = "", split_field: str = "",
-               skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveJob:
+               truncate: bool = False, windows: bool = True, patch_size: int = 4, label_field: str = "",
+               split_field: str = "", skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveJob:
     """Start checking and saving an upload in a subprocess; poll the returned job for its result.
 
     What needs no parsing (name, format, options, size) is checked here and refused at once with a
@@ -573,7 +584,7 @@ def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *
     time and memory, never the caller (the Streamlit server).
     """
     data = _as_bytes(data, filename)
-    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
+    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate, windows=windows,
                            patch_size=patch_size, label_field=label_field, split_field=split_field,
                            skip_unreadable=skip_unreadable, limits=limits)
     _remove_stale_pending()
@@ -655,6 +666,7 @@ class ParsedUpload:
     truncated: int = 0
     ignored: int = 0
     skipped: tuple[str, ...] = ()  # MIDI entries left out as unreadable
+    windowed: int = 0  # records cut into windows
 
     def arrays(self) -> dict[str, Any]:
         """The arrays saved as examples.npz (no object arrays: they load with allow_pickle=False)."""
@@ -757,6 +769,7 @@ class _Examples:
         self.classes: dict[str, int] = {}
         self.longest = 0
         self.too_long = 0
+        self.windowed = 0  # records cut into windows (options.windows)
         self.first_too_long: tuple[str, int] | None = None  # where, length
         self.longest_too_long = 0
 
@@ -791,8 +804,8 @@ class _Examples:
         if total > limits.max_total_symbols:
             raise DataValidationError(
                 f"{self.source}: {where}: more than {limits.max_total_symbols:,} symbols in all, the lab's cap "
-                f"on total symbols; upload fewer or shorter sequences (a smaller max_length with "
-                f"truncate=True cuts every sequence)")
+                f"on total symbols; upload fewer or shorter sequences (a smaller max length with "
+                f"'cut to max length' cuts every sequence)")
         return length
 
     def _new_symbol(self, symbol: str, where: str) -> int:
@@ -817,6 +830,20 @@ class _Examples:
             raise _Spaced
         klass = self._klass(label, where)
         parts: Any = sequence.split() if self.spaced else sequence
+        split_id = self._split(split, where) if self.options.split_field else -1
+        limit = self.options.max_length
+        if self.options.windows and not self.options.truncate:
+            # Every record is a group (its windows vote together and share a split); a record longer
+            # than max length is cut into windows of max length covering it, the last one ending at
+            # its end (overlapping the one before where the length is not a multiple).
+            starts = [0] if len(parts) <= limit else window_starts(len(parts), limit)
+            self.windowed += len(starts) > 1
+            for start in starts:
+                self._add(parts[start:start + limit], klass, where, split_id, group=where)
+        else:
+            self._add(parts, klass, where, split_id)
+
+    def _add(self, parts: Any, klass: int, where: str, split_id: int, group: str | None = None) -> None:
         keep = self._room(len(parts), where)
         parts = parts[:keep]
         if self.spaced:
@@ -827,8 +854,10 @@ class _Examples:
                 for symbol in sorted(set(parts) - self.known):
                     self._new_symbol(symbol, where)
             self.ids += parts.translate(self.table).encode(self.encoding)
-        if self.options.split_field:
-            self.splits.append(self._split(split, where))
+        if split_id >= 0:
+            self.splits.append(split_id)
+        if group is not None:
+            self.groups.append(self.group_names.setdefault(group, len(self.group_names)))
         self._end(keep, klass)
 
     def _split(self, value: str, where: str) -> int:
@@ -861,10 +890,11 @@ class _Examples:
         if self.too_long and not self.options.truncate:
             where, length = self.first_too_long
             raise DataValidationError(
-                f"{self.source}: {where}: sequence of length {length} > max_length {limit} "
+                f"{self.source}: {where}: a sequence of {length} symbols is longer than the max length of {limit} "
                 f"({self.too_long} sequence(s) are longer, the longest has {self.longest_too_long}); upload "
-                f"again with max_length={self.longest_too_long}, or with truncate=True to cut sequences to "
-                f"{limit} symbols")
+                f"again choosing 'cut into windows' (evaluation votes over a record's windows) or 'cut to max "
+                f"length' for longer sequences, or a max length of {self.longest_too_long} (a model cuts its "
+                f"inputs to its own positions: 512 for the BERT-sized ones)")
         ids = np.frombuffer(self.ids, dtype=np.uint8 if self.width == 1 else np.uint16)
         if self.fixed:
             alphabet = tuple(self.symbols)
@@ -878,13 +908,15 @@ class _Examples:
         relabel[[self.classes[c] for c in class_names]] = np.arange(len(class_names), dtype=np.int32)
         offsets = np.zeros(len(self.ends) + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(self.ends, dtype=np.int64)
-        groups = np.frombuffer(self.groups, dtype=np.int32).copy() if self.group_names else None
+        # Records as groups only where some record was cut into windows (or MIDI, where files are).
+        keep_groups = self.group_names and (self.fixed or self.windowed)
+        groups = np.frombuffer(self.groups, dtype=np.int32).copy() if keep_groups else None
         splits = np.frombuffer(self.splits, dtype=np.int8).copy() if self.options.split_field else None
         return ParsedUpload(
             input_kind="tokens", class_names=class_names,
             labels=relabel[np.frombuffer(self.labels, dtype=np.int32)], tokens=ids, offsets=offsets,
-            groups=groups, group_names=tuple(self.group_names), splits=splits, alphabet=alphabet,
-            longest=self.longest, truncated=self.too_long)
+            groups=groups, group_names=tuple(self.group_names) if keep_groups else (), splits=splits,
+            alphabet=alphabet, longest=self.longest, truncated=self.too_long, windowed=self.windowed)
 
 
 def _parse_csv(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
@@ -1005,7 +1037,7 @@ def _check_classes(parsed: ParsedUpload, source: str, limits: UploadLimits, kind
     np = _numpy()
     if parsed.groups is not None:  # MIDI: a file's windows share its class and its split
         first = np.unique(parsed.groups, return_index=True)[1]
-        units, what = parsed.labels[first], "MIDI files"
+        units, what = parsed.labels[first], "MIDI files" if kind == "midi" else "records"
     else:
         units, what = parsed.labels, "examples"
     if parsed.splits is not None:
@@ -1062,6 +1094,21 @@ def own_split(labels, splits, seed: int, min_per_split: int) -> tuple[list[int],
             take = max(min_per_split, int(round(len(rows) / 9)))
             splits[rng.permutation(rows)[:take]] = lacking
     return tuple(np.flatnonzero(splits == i).tolist() for i in range(3))  # type: ignore[return-value]
+
+
+def window_starts(length: int, window: int) -> list[int]:
+    """Starts of windows of ``window`` symbols covering ``length``: consecutive, the last one ending at
+    the end (so it overlaps the one before when ``length`` is not a multiple).
+
+    >>> window_starts(1000, 510)
+    [0, 490]
+    >>> window_starts(1020, 510)
+    [0, 510]
+    """
+    starts = list(range(0, length - window + 1, window))
+    if starts[-1] + window < length:
+        starts.append(length - window)
+    return starts
 
 
 def _warnings(parsed: ParsedUpload, options: UploadOptions, kind: str) -> tuple[str, ...]:
@@ -1329,11 +1376,15 @@ class UploadedDiscipline(Discipline):
 
     def info(self, params: Any) -> DisciplineInfo:
         up = self.upload
-        how = "by file (windows of a file vote)" if up.kind == "midi" else "by class"
+        how = ("by file (windows of a file vote)" if up.kind == "midi" else
+               "by record (windows of a record vote)" if up.windowed else "by class")
         counts = ", ".join(f"{c} {n}" for c, n in zip(up.class_names, up.class_counts))
         extra = ""
         if up.truncated:
-            extra += f" {up.truncated} sequence(s) truncated to {up.options.max_length}."
+            extra += f" {up.truncated} sequence(s) cut to the max length of {up.options.max_length} symbols."
+        if up.windowed:
+            extra += (f" {up.windowed} sequence(s) longer than {up.options.max_length} symbols cut into windows of "
+                      f"{up.options.max_length}; a record's windows share its split and evaluation votes over them.")
         if up.kind == "npz":
             extra += f" Patches of {up.options.patch_size}x{up.options.patch_size}, zero-padded."
         if up.ignored_entries:
@@ -1352,7 +1403,7 @@ class UploadedDiscipline(Discipline):
             name=self.name, title=self.title, input_kind=up.input_kind, output_kind="class",
             metric="accuracy", citation="User upload", source=up.filename, licence="as provided by the user",
             alphabet=up.alphabet, vector_dim=up.vector_dim, class_names=up.class_names,
-            max_length=up.max_length, vote_by_group=up.kind == "midi", vectors_are_patches=up.kind == "npz",
+            max_length=up.max_length, vote_by_group=up.kind == "midi" or up.windowed > 0, vectors_are_patches=up.kind == "npz",
             notes=f"Uploaded {up.created} ({up.kind}, sha256 {up.fingerprint}). {up.n_examples} examples: "
                   f"{counts}. {split}{extra}",
         )
