@@ -390,6 +390,13 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
     return end
 
 
+def _test_size(data, info) -> dict[str, int]:
+    """How many examples the test metric counts (groups, where their windows vote) and of how many classes."""
+    units = len(set(data.groups)) if info.vote_by_group and data.groups is not None else len(data)
+    classes = len({int(y) for y in np.asarray(data.labels).ravel()}) if info.output_kind == "class" else 0
+    return {"test_examples": units, "test_classes": classes}
+
+
 def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path | None,
             started: float, commit_file: CommitFn) -> RunRecord:
     """Measure the best checkpoint on validation and test, save it, and write the run's record."""
@@ -416,7 +423,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
-        notes=fit.notes, error=end.get("error", ""))
+        notes=fit.notes, error=end.get("error", ""), **_test_size(splits["test"], info))
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,

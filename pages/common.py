@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from labcore import compare, figures
+from labcore import compare, figures, metrics
 from labcore.errors import LabError
 from labcore.store import ACTIVE, STOPPED
 from pages import state
@@ -216,3 +216,15 @@ def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *,
     st.fragment(body, run_every=REFRESH.live_runs_s if active else None)()
     return active
 
+
+
+def test_reliability(result: dict[str, Any]) -> tuple[str, str]:
+    """A finished run's test accuracy as far as its test set can carry it: the 95 % Wilson interval (text,
+    "" where the record does not say how many examples it counts) and a warning ("" where none is due)."""
+    n, classes = int(result.get("test_examples") or 0), int(result.get("test_classes") or 0)
+    accuracy = (result.get("test") or {}).get("accuracy")
+    interval = ""
+    if n and accuracy is not None:
+        low, high = metrics.wilson_interval(round(accuracy * n), n)
+        interval = f"95 % Wilson interval {low:.3f}–{high:.3f} over {n:,} test example{'s' if n != 1 else ''}"
+    return interval, metrics.small_test_warning(n, classes)

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from labcore import assets, figures
+from labcore import assets, figures, metrics
 from labcore import data as disciplines
 from labcore.data import base as data_base
 from labcore.data import fields as upload_fields
@@ -166,8 +166,10 @@ def upload_caps(limits: uploads.UploadLimits) -> str:
     return (f"Limits: a file of at most {limits.max_bytes // 2**20} MB; at most {limits.max_rows:,} examples "
             f"(MIDI: windows; npz: images), {limits.max_classes} classes, {limits.max_total_symbols:,} symbols in "
             f"all and {limits.max_symbols} distinct symbols. Every class needs at least {limits.min_per_class} "
-            f"examples (MIDI: files), so that train, validation and test each hold {limits.min_per_split}. A file "
-            f"over a limit is refused as soon as it crosses it, with the limit named.")
+            f"examples (MIDI: files), so that train, validation and test each hold {limits.min_per_split}. A test "
+            f"split under {metrics.SMALL_TEST} examples, or of one class, gives accuracies too coarse to compare: "
+            f"New experiment, Runs and Compare say so. A file over a limit is refused as soon as it crosses it, "
+            f"with the limit named.")
 
 
 @st.fragment(run_every=common.REFRESH.task_s)

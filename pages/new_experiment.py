@@ -13,7 +13,8 @@ from typing import Any
 import streamlit as st
 
 from labcore import data as disciplines
-from labcore import demos, spec as spec_lib
+from labcore import demos, metrics, spec as spec_lib
+from labcore.data import upload as uploads
 from labcore.errors import LabError
 from labcore.models.backbones import known_positions
 from labcore.spec import RunSpec, make_spec, train_defaults
@@ -202,6 +203,21 @@ def length_note(resolved: RunSpec, info: Any) -> None:
                    f"record's windows).", icon=":material/content_cut:")
 
 
+def small_test_note(name: str) -> None:
+    """Where an upload's test split is too small for its accuracy to mean much, say so before it runs."""
+    if not name.startswith("upload:"):
+        return
+    try:
+        n, classes = uploads.expected_test_size(uploads.upload_info(name))
+    except LabError:
+        return
+    why = metrics.small_test_warning(n, classes)
+    if why:
+        st.warning(f"Too small to compare: {why}. Each class keeps at least 2 examples in every split; upload more "
+                   f"examples for a test set of {metrics.SMALL_TEST} or more (Runs shows each accuracy with its 95 % "
+                   f"Wilson interval).", icon=":material/warning:")
+
+
 st.subheader("What will run")
 for message in errors:
     st.error(message)
@@ -211,6 +227,7 @@ if resolved is not None:
     st.code(specs[0].cli() + (f"   # and seeds {', '.join(map(str, seeds[1:]))}" if len(specs) > 1 else ""),
             language="bash", wrap_lines=True)
     length_note(resolved, info)
+    small_test_note(discipline)
     with st.expander("The resolved spec (every default filled in; its hash is the run's key)"):
         st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
         st.caption(f"key {resolved.key}")

@@ -134,6 +134,11 @@ for key in keys:
                         f"{fmt_duration(result.get('wall_time_s'))} · "
                         f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
                         f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
+            interval, small = common.test_reliability(result)
+            if interval:
+                st.caption(f"Test accuracy: {interval}.")
+            if small:
+                st.warning(f"Too small to compare: {small}.", icon=":material/warning:")
         if record.get("error") or result.get("error"):
             st.error(record.get("error") or result["error"])
         b = st.columns(4)

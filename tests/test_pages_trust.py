@@ -40,3 +40,47 @@ def test_new_experiment_states_the_position_limit_where_inputs_are_longer(tiny_b
     assert f"local:{tiny_bert} takes 128 positions (with [CLS] and [SEP])" in shown
     assert "The longest example has 300 symbols" in shown and "cut to 126 symbols" in shown
     assert "'cut into windows'" in shown
+
+
+def dna_rows(n=106):
+    """The issue's 106-row CSV: a seeded 80/10/10 split leaves 10 test examples."""
+    rows = [f"{('ACGT' if i % 2 else 'TTGA') * 5},{'ab'[i % 2]}" for i in range(n)]
+    return ("sequence,label\n" + "\n".join(rows) + "\n").encode()
+
+
+def finished(store, key: str, accuracy: float, examples: int, classes: int):
+    from labcore.record import RunRecord
+    from labcore.spec import make_spec
+
+    spec = make_spec(model="minilm", discipline="dna-splice", seed=int(key[-1]))
+    record = RunRecord(key=spec.key, spec=spec.to_dict(), status="done", metric="accuracy",
+                       test={"accuracy": accuracy, "loss": 0.7}, best_step=12, steps_done=12, total_steps=12,
+                       val_curve=[[12, accuracy]], test_examples=examples, test_classes=classes)
+    store.put_result(record, label=f"run {key}")
+    return spec.key
+
+
+def test_a_small_test_set_is_flagged_before_and_after_it_runs():
+    info = upload.save_upload("dna", "dna.csv", dna_rows())
+    assert upload.expected_test_size(info) == (10, 2)
+    at = page("pages/new_experiment.py")
+    at.selectbox(key="w:exp.discipline").select("upload:dna").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "the test set has 10 examples, fewer than 30" in texts(at)
+
+    from labcore.store import open_store
+
+    store = open_store()
+    small, fine = finished(store, "s0", 0.5, 10, 2), finished(store, "s1", 0.9, 300, 2)
+    runs = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    runs.query_params["run"] = small
+    runs = runs.switch_page("pages/runs.py").run()
+    assert not runs.exception, [e.message for e in runs.exception]
+    shown = texts(runs)
+    assert "95 % Wilson interval 0.237–0.763 over 10 test examples" in shown and "Too small to compare" in shown
+    compare = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    compare.query_params["runs"] = f"{small[:12]},{fine[:12]}"
+    compare = compare.switch_page("pages/compare.py").run()
+    assert not compare.exception, [e.message for e in compare.exception]
+    warned = " ".join(w.value for w in compare.warning)
+    assert "1 of 2 runs were tested on too few examples" in warned and "seed 0" in warned

@@ -198,6 +198,7 @@ class UploadInfo:
     warnings: tuple[str, ...] = ()  # what the save found suspicious (labels that are split names, ...)
     skipped: tuple[str, ...] = ()  # midi: zip entries left out as unreadable (options.skip_unreadable)
     windowed: int = 0  # csv/fasta: records longer than max length cut into windows (options.windows)
+    class_units: tuple[int, ...] = ()  # records (MIDI: files) per class, where windows make them differ
 
     @property
     def fingerprint(self) -> str:
@@ -209,7 +210,7 @@ class UploadInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "UploadInfo":
         values = dict(data)
-        for key in ("alphabet", "class_names", "class_counts", "split_counts", "warnings", "skipped"):
+        for key in ("alphabet", "class_names", "class_counts", "split_counts", "warnings", "skipped", "class_units"):
             if key in values:
                 values[key] = tuple(values[key])
         values["options"] = UploadOptions(**values["options"])
@@ -440,7 +441,7 @@ def save_file(request: SaveRequest, path: Path) -> UploadInfo:
         split_counts=tuple(int(n) for n in np.bincount(parsed.splits, minlength=3)) if parsed.splits is not None
         else (),
         warnings=_warnings(parsed, request.options, request.kind), skipped=parsed.skipped,
-        windowed=parsed.windowed,
+        windowed=parsed.windowed, class_units=_class_units(parsed),
     )
     _store(info, path, examples)
     return info
@@ -1094,6 +1095,26 @@ def own_split(labels, splits, seed: int, min_per_split: int) -> tuple[list[int],
             take = max(min_per_split, int(round(len(rows) / 9)))
             splits[rng.permutation(rows)[:take]] = lacking
     return tuple(np.flatnonzero(splits == i).tolist() for i in range(3))  # type: ignore[return-value]
+
+
+def _class_units(parsed: ParsedUpload) -> tuple[int, ...]:
+    if parsed.groups is None:
+        return ()
+    np = _numpy()
+    first = np.unique(parsed.groups, return_index=True)[1]
+    return tuple(int(n) for n in np.bincount(parsed.labels[first], minlength=len(parsed.class_names)))
+
+
+def expected_test_size(up: UploadInfo) -> tuple[int, int]:
+    """How many units (records; MIDI files) the test split of ``upload:NAME`` holds, and of how many
+    classes, by the rules of :meth:`UploadedDiscipline.build` (the file's own split is counted in
+    examples, and a test split it lacks is estimated as a ninth of train)."""
+    classes = len(up.class_names)
+    if up.split_counts:
+        test = up.split_counts[2] or max(classes * up.limits.min_per_split, round(up.split_counts[0] / 9))
+        return test, classes
+    units = up.class_units or up.class_counts
+    return sum(max(up.limits.min_per_split, int(round(u * SPLIT_FRACTIONS[2]))) for u in units), classes
 
 
 def window_starts(length: int, window: int) -> list[int]:
