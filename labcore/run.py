@@ -7,6 +7,7 @@ Bad input raises :class:`labcore.errors.LabError` before any training starts.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import resource
@@ -134,10 +135,13 @@ class Prepared:
                        for name in ("train", "validation", "test")}
         train = self.splits["train"]
         keep = subsample(len(train), parse_train_size(spec.train_size), spec.train_token_budget,
-                         float(train.lengths().mean()) if len(train) else 0.0, spec.seed)
+                         float(train.lengths().mean()) if len(train) else 0.0, spec.seed,
+                         min_examples=spec.min_train_examples)
         if keep is not None:
+            floor = (f", at least {spec.min_train_examples:,} kept" if spec.train_token_budget and
+                     len(keep) == spec.min_train_examples else "")
             self.notes.append(f"trained on {len(keep):,} of {len(train):,} training examples "
-                              f"(train_size={spec.train_size}, token budget {spec.train_token_budget:,})")
+                              f"(train_size={spec.train_size}, token budget {spec.train_token_budget:,}{floor})")
             self.splits["train"] = train.subset(keep)
         if len(self.splits["train"]) == 0:
             raise LabError(f"discipline {spec.discipline!r} has no training examples left; raise train_size")
@@ -341,7 +345,26 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
         _features_target(fit)
     else:
         _model_target(fit)
+    for note in budget_notes(fit.cfg, len(fit.train_data)):
+        fit.notes.append(note)
+        yield _log(note)
     return fit
+
+
+def budget_notes(cfg, n_train: int) -> list[str]:
+    """What the budget's floors changed for this data (more epochs, more evaluations), for the notes."""
+    out = []
+    per_epoch = max(1, math.ceil(n_train / cfg.batch_size))
+    if cfg.min_steps and cfg.total_steps(n_train) > math.ceil(per_epoch * cfg.epochs) and \
+            (not cfg.max_steps or cfg.total_steps(n_train) < cfg.max_steps):
+        out.append(f"{cfg.epochs_run(n_train):.1f} epochs instead of {cfg.epochs:g}: {n_train:,} training examples "
+                   f"give {per_epoch:,} steps an epoch, and the budget trains at least {cfg.min_steps:,} steps")
+    every = cfg.evaluate_every(n_train)
+    asked = cfg.eval_every if cfg.eval_every > 0 else per_epoch
+    if every < asked:
+        out.append(f"validation every {every:,} steps instead of {asked:,}, so the run evaluates at least "
+                   f"{cfg.min_evals} times")
+    return out
 
 
 def _model_target(fit: _Fit) -> None:

@@ -56,9 +56,23 @@ class TrainConfig(TrainParams):
         return max(EVAL_BATCH_MIN, 2 * self.batch_size)
 
     def total_steps(self, n_train: int) -> int:
+        """Optimiser steps of the run: ``epochs`` of the data, at least ``min_steps``, at most ``max_steps``."""
         per_epoch = max(1, math.ceil(n_train / self.batch_size))
-        total = max(1, math.ceil(per_epoch * self.epochs))
+        total = max(1, math.ceil(per_epoch * self.epochs), self.min_steps)
         return min(total, self.max_steps) if self.max_steps > 0 else total
+
+    def epochs_run(self, n_train: int) -> float:
+        """Epochs the run's steps amount to (more than ``epochs`` where ``min_steps`` raised them)."""
+        return self.total_steps(n_train) / max(1, math.ceil(n_train / self.batch_size))
+
+    def evaluate_every(self, n_train: int) -> int:
+        """Steps between validation evaluations: ``eval_every`` (0: an epoch), shortened so the run
+        evaluates at least ``min_evals`` times."""
+        every = self.eval_every if self.eval_every > 0 else max(1, math.ceil(n_train / self.batch_size))
+        total = self.total_steps(n_train)
+        if self.min_evals > 0 and math.ceil(total / every) < self.min_evals:  # the last step evaluates too
+            every = max(1, total // self.min_evals)
+        return every
 
 
 def native_bf16(device: str) -> bool:
@@ -188,7 +202,7 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg, total))
     criterion = loss_fn(cfg.loss)
     per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
-    eval_every = cfg.eval_every if cfg.eval_every > 0 else per_epoch
+    eval_every = cfg.evaluate_every(len(train_data))
 
     st = LoopState(best_state={n: p.detach().clone() for n, p in named.items()})
     resume_path = workdir / "resume.pt" if workdir else None
