@@ -13,7 +13,7 @@ import platform
 import resource
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -295,6 +295,9 @@ class _Fit:
     forward: Callable[[Any], Any] | None = None  # batch -> logits
     train_data: Any = None
     predict: Callable[[str], Any] | None = None  # split name -> logits
+    threads: list[list[int]] = field(default_factory=list)  # [[from step, CPU threads], ...]; empty off CPU
+    threads_requested: int = 0
+    deterministic: bool = False
 
 
 def _log(message: str) -> dict[str, Any]:
@@ -325,10 +328,20 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     model = prepared.model
     model.to(device)
     device_notes = []
-    if device == "cpu":
+    # Per run, not per process: a worker runs deterministic and ordinary specs one after another.
+    torch.use_deterministic_algorithms(resolved.deterministic, warn_only=True)
+    used_threads = 0
+    if device == "cpu" and resolved.deterministic:
+        used_threads = cores.DETERMINISTIC_THREADS
+        torch.set_num_threads(used_threads)
+        device_notes.append(f"deterministic: trained on {used_threads} CPU thread{'s' if used_threads > 1 else ''} "
+                            f"throughout, with torch's deterministic algorithms, so a rerun gives the same weights")
+    elif device == "cpu":
         used_threads, busy = cores.choose_threads(threads, cpu_before)
         torch.set_num_threads(used_threads)
         device_notes.append(cores.thread_note(used_threads, threads, busy))
+    elif resolved.deterministic:
+        device_notes.append("deterministic: torch's deterministic algorithms on")
     for note in device_notes + device_kernels(model, device):
         notes.append(note)
         yield _log(note)
@@ -339,7 +352,9 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
                                 checkpoint_every=checkpoint_every),
                notes=notes,
                params_total=sum(p.numel() for p in model.parameters()),
-               params_trainable=sum(p.numel() for p in model.parameters() if p.requires_grad))
+               params_trainable=sum(p.numel() for p in model.parameters() if p.requires_grad),
+               threads=[[0, used_threads]] if used_threads else [], threads_requested=threads,
+               deterministic=resolved.deterministic)
     if report.features_only:
         yield _log("computing features once for output-only training")
         _features_target(fit)
@@ -401,9 +416,26 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
         result = evaluate_logits(fit.predict("validation"), splits["validation"], info)
         return {"value": result[info.metric], "loss": result["loss"]}
 
+    between_steps = None
+    if fit.threads and not fit.deterministic:
+        import torch
+
+        governor = cores.ThreadGovernor(fit.threads_requested, fit.threads[-1][1])
+
+        def between_steps(step: int) -> dict[str, Any] | None:
+            change = governor.check()
+            if change is None:
+                return None
+            count, busy = change
+            torch.set_num_threads(count)
+            fit.threads.append([step, count])
+            return _log(f"step {step:,}: now {count} CPU thread{'s' if count > 1 else ''} (other processes kept "
+                        f"{busy:.1f} cores busy in the last {governor.interval_s:.0f} s)")
+
     end: dict[str, Any] = {}
     for event in train(fit.trained_module, fit.forward, fit.train_data, fit.cfg, evaluate=evaluate,
-                       workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file):
+                       workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file,
+                       between_steps=between_steps):
         if event["type"] == "train_end":
             end = event
         else:
@@ -446,7 +478,8 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
-        notes=fit.notes, error=end.get("error", ""), **_test_size(splits["test"], info))
+        notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
+        error=end.get("error", ""), threads=[list(t) for t in fit.threads], **_test_size(splits["test"], info))
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,

@@ -216,6 +216,9 @@ class RunSpec:
     max_length: int = 0  # 0: the discipline's own maximum (text: 64 tokens)
     precision: str = "auto"  # auto: bf16 where the CPU or GPU has native bf16, else fp32
     slice_vocab: bool = True  # train only the embedding rows the data uses (identical results, faster)
+    # one CPU thread throughout (cores.DETERMINISTIC_THREADS) and torch's deterministic algorithms: a rerun
+    # gives bit-identical weights; otherwise a run trains on the cores it finds free, which may change
+    deterministic: bool = False
     seed: int = 0
     # Then one optional field per BudgetParams field, added by _budget_fields (None: the budget's value).
 

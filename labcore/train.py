@@ -187,11 +187,13 @@ class LoopState:
 
 def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig, *,
           evaluate: EvaluateFn, workdir: Path | None = None, should_stop: StopFn = lambda: None,
-          resume: bool = False, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
+          resume: bool = False, commit_file: CommitFn = os.replace,
+          between_steps: Callable[[int], dict[str, Any] | None] | None = None) -> Iterator[dict[str, Any]]:
     """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch.
 
     ``commit_file(tmp, final)`` moves a written checkpoint into place (a worker's refuses once its
-    attempt was superseded, and the loop then ends by that error)."""
+    attempt was superseded, and the loop then ends by that error). ``between_steps(step)`` runs after
+    every step (the run re-checks its threads there); an event it returns is passed on."""
     torch.manual_seed(cfg.seed)
     named = {n: p for n, p in module.named_parameters() if p.requires_grad}
     params = list(named.values())
@@ -286,6 +288,8 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                                                      f"{cfg.patience} evaluations"}
                     yield finish("done")
                     return
+            if between_steps is not None and (event := between_steps(st.step)) is not None:
+                yield event
             if resume_path and cfg.checkpoint_every > 0 and st.step % cfg.checkpoint_every == 0:
                 yield from save_resume()
             reason = should_stop()

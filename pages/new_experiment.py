@@ -157,6 +157,10 @@ with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
                                     help="Overrides the model above: local:<transformers folder>, hub:<id> (needs "
                                          "the hub), tiny:<family> (a tiny random model for trials).")
     dparams_text = cols[3].text_input("Discipline parameters (JSON)", key="exp.adv.dparams", placeholder='{"seed": 1}')
+    if st.checkbox("deterministic: one CPU thread throughout and torch's deterministic algorithms, so a rerun gives "
+                   "the same weights (slower; otherwise a run trains on the cores it finds free)",
+                   key="exp.adv.deterministic"):
+        overrides["deterministic"] = True
     chosen_model = model_text.strip() or model
     positions = known_positions(chosen_model)
     cols[1].caption(f"{chosen_model} takes {positions:,} positions (with [CLS] and [SEP])." if positions else
