@@ -113,9 +113,16 @@ def run_option_label(record: dict[str, Any]) -> str:
     return f"{record.get('label', record['key'])} · {record['status']} · {record['key'][:8]}"
 
 
+CURRENT_RUN = "run.current"  # the run last picked on any page: where a page opened from the menu starts
+
+
 def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
-             where=None) -> dict[str, Any] | None:
-    """A select box of runs (newest first), synchronised with the ``run`` query parameter."""
+             where=None, arrive_at: str = "current") -> dict[str, Any] | None:
+    """A select box of runs (newest first), synchronised with the ``run`` query parameter.
+
+    Opened without a run in the address (from the menu), it starts at ``arrive_at``: ``"current"``, the
+    run last looked at on any page; ``"running"``, a run that is training now (the Runs page). Either
+    only where there is one among its runs; otherwise the page's own last choice, else the newest."""
     records = [r for r in store.runs() if statuses is None or r["status"] in statuses]
     if where is not None:
         records = [r for r in records if where(r)]
@@ -130,11 +137,17 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
             wanted = store.resolve_key(wanted)
         except LabError:
             wanted = None
+    if f"w:{key}" not in st.session_state and wanted not in by_key:  # arriving from the menu
+        arrival = (next((k for k in keys if by_key[k]["status"] == "running"), None) if arrive_at == "running"
+                   else state.remembered(CURRENT_RUN))
+        if arrival in by_key:
+            state.keep(key, arrival)
     widget = state.remember(key, keys[0], keys)
     if wanted in by_key:
         st.session_state[widget] = wanted
     chosen = st.selectbox(label, keys, key=widget, format_func=lambda k: run_option_label(by_key[k]))
     state.keep(key, chosen)
+    state.keep(CURRENT_RUN, chosen)
     state.set_qp(run=chosen)
     return by_key[chosen]
 

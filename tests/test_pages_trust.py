@@ -84,3 +84,33 @@ def test_a_small_test_set_is_flagged_before_and_after_it_runs():
     assert not compare.exception, [e.message for e in compare.exception]
     warned = " ".join(w.value for w in compare.warning)
     assert "1 of 2 runs were tested on too few examples" in warned and "seed 0" in warned
+
+
+def test_runs_from_the_menu_shows_the_running_run_and_attention_the_run_looked_at():
+    import os
+
+    from labcore.executor import LocalExecutor
+    from labcore.spec import make_spec
+    from labcore.store import open_store
+
+    store = open_store()
+    older, newest = finished(store, "r0", 0.9, 300, 2), finished(store, "r1", 0.8, 300, 2)
+    executor = LocalExecutor(store, autostart=False)
+    running = executor.submit(make_spec(model="minilm", discipline="dna-splice", seed=7)).key
+    assert store.claim(pid=os.getpid()).key == running
+    executor.submit(make_spec(model="minilm", discipline="dna-splice", seed=8))  # queued last: the newest
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run().switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="w:runs.run").value == running
+    charts = at.get("plotly_chart")
+    assert charts and "pretrained blue" not in str(charts[0].proto.spec)  # one run: no colour legend in the title
+    at.selectbox(key="w:runs.run").set_value(older).run()
+    at.query_params.clear()  # the menu link carries no run
+    at.switch_page("pages/attention.py").run()
+    assert at.selectbox(key="w:att.run").value == older and older != newest
+
+
+def test_home_says_one_can_bring_ones_own_data():
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert any("Bring your own data" in m.value for m in at.markdown)
