@@ -94,6 +94,7 @@ class Prepared:
         self.dataset, self.info = data_registry.load(spec.discipline, dict(spec.discipline_params),
                                                      progress=progress)
         info = self.info
+        self.notes.extend(info.run_notes)  # what the data itself cut or left out
         progress(f"loading model {spec.model} ({spec.init})")
         base, tokenizer, binfo = models.load_backbone(spec.model, spec.init, seed=spec.seed,
                                                       attn_implementation=attn_implementation)

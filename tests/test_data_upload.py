@@ -719,7 +719,8 @@ def test_every_unreadable_midi_is_named_at_once_and_can_be_skipped():
     info = save_upload("m", "music.zip", zip_bytes(entries), skip_unreadable=True)
     assert len(info.skipped) == 3 and info.n_groups == 13  # the long file is kept, the broken ones left out
     discipline = disciplines.get("upload:m")
-    assert "3 unreadable MIDI file(s) left out" in discipline.info(disciplines.parse_params(discipline, {})).notes
+    meta = discipline.info(disciplines.parse_params(discipline, {}))
+    assert "broken0.mid" in meta.notes and meta.run_notes == ("3 unreadable MIDI file(s) left out of the upload",)
 
 
 # ------------------------------------------------------------------------ long sequences (issue 13)
@@ -737,13 +738,16 @@ def test_sequences_longer_than_max_length_are_cut_into_windows_that_vote():
     assert info.n_examples == 24 and info.n_groups == 12 and info.max_length == 510 and info.truncated == 0
     discipline = disciplines.get("upload:long")
     meta = discipline.info(disciplines.parse_params(discipline, {}))
-    assert meta.vote_by_group and "12 sequence(s) longer than 510 symbols cut into windows" in meta.notes
+    assert meta.vote_by_group and "12 sequence(s) of the upload longer than 510 symbols cut into windows" in meta.notes
+    assert meta.run_notes and "evaluation votes over them" in meta.run_notes[0]
     dataset, _ = disciplines.load("upload:long", progress=lambda _m: None)
     groups = {s: set(dataset[s]["group"]) for s in ("train", "validation", "test")}
     assert not groups["train"] & groups["test"] and not groups["train"] & groups["validation"]
     assert all(len(t) == 510 for s in dataset for t in dataset[s]["tokens"])
     cut = save_upload("cut", "l.fasta", long_fasta(), truncate=True)
     assert cut.windowed == 0 and cut.truncated == 12 and cut.n_examples == 12
+    assert disciplines.get("upload:cut").info(None).run_notes == (
+        "12 sequence(s) of the upload cut to its max length of 510 symbols (the rest of each is not seen)",)
     short = save_upload("short", "s.fasta", long_fasta(length=100))
     assert short.windowed == 0 and short.n_groups == 12  # no record cut: no groups, no vote
     assert not disciplines.get("upload:short").info(None).vote_by_group

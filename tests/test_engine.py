@@ -177,3 +177,14 @@ def test_two_deterministic_runs_give_identical_weights(tmp_path):
 def test_an_ordinary_run_records_its_threads(tmp_path):
     record = run(_spec(), workdir=tmp_path, threads=1)
     assert record.threads == [[0, 1]]
+
+
+def test_a_run_on_windowed_uploads_votes_and_says_so(tmp_path, monkeypatch):
+    from labcore.data import upload
+
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    data = "".join(f">r{i}|{'ab'[i % 2]}\n{('ACGT' if i % 2 else 'TTGA') * 12}\n" for i in range(30)).encode()
+    upload.save_upload("long", "l.fasta", data, max_length=20)  # 48 symbols: windows 0, 20, 28
+    record = run(_spec(discipline="upload:long", discipline_params={}, max_steps=2, eval_every=1))
+    assert record.status == "done" and record.test_examples == 4 and record.test_classes == 2  # 4 records (12 windows) vote
+    assert any("cut into windows of 20" in note for note in record.notes)

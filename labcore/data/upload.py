@@ -1400,18 +1400,23 @@ class UploadedDiscipline(Discipline):
         how = ("by file (windows of a file vote)" if up.kind == "midi" else
                "by record (windows of a record vote)" if up.windowed else "by class")
         counts = ", ".join(f"{c} {n}" for c, n in zip(up.class_names, up.class_counts))
-        extra = ""
+        run_notes = []
         if up.truncated:
-            extra += f" {up.truncated} sequence(s) cut to the max length of {up.options.max_length} symbols."
+            run_notes.append(f"{up.truncated} sequence(s) of the upload cut to its max length of "
+                             f"{up.options.max_length} symbols (the rest of each is not seen)")
         if up.windowed:
-            extra += (f" {up.windowed} sequence(s) longer than {up.options.max_length} symbols cut into windows of "
-                      f"{up.options.max_length}; a record's windows share its split and evaluation votes over them.")
+            run_notes.append(f"{up.windowed} sequence(s) of the upload longer than {up.options.max_length} symbols cut "
+                             f"into windows of {up.options.max_length}; a record's windows share its split and "
+                             f"evaluation votes over them")
+        if up.skipped:
+            run_notes.append(f"{len(up.skipped)} unreadable MIDI file(s) left out of the upload")
+        extra = "".join(f" {note[0].upper()}{note[1:]}." for note in run_notes[:2])
         if up.kind == "npz":
             extra += f" Patches of {up.options.patch_size}x{up.options.patch_size}, zero-padded."
         if up.ignored_entries:
             extra += f" {up.ignored_entries} zip entr(y/ies) skipped (hidden or not MIDI)."
         if up.skipped:
-            extra += f" {len(up.skipped)} unreadable MIDI file(s) left out: {'; '.join(up.skipped[:5])}."
+            extra += f" Unreadable MIDI file(s) left out: {'; '.join(up.skipped[:5])}."
         split = f"Seeded 80/10/10 split, stratified {how}."
         if up.options.split_field:
             given = ", ".join(f"{s} {n}" for s, n in zip(fields.SPLITS, up.split_counts) if n)
@@ -1426,7 +1431,7 @@ class UploadedDiscipline(Discipline):
             alphabet=up.alphabet, vector_dim=up.vector_dim, class_names=up.class_names,
             max_length=up.max_length, vote_by_group=up.kind == "midi" or up.windowed > 0, vectors_are_patches=up.kind == "npz",
             notes=f"Uploaded {up.created} ({up.kind}, sha256 {up.fingerprint}). {up.n_examples} examples: "
-                  f"{counts}. {split}{extra}",
+                  f"{counts}. {split}{extra}", run_notes=tuple(run_notes),
         )
 
     def available(self) -> tuple[bool, str]:
