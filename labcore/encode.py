@@ -21,6 +21,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from labcore.errors import LabError
+from labcore.spec import kept_by_budget
 
 TEXT_MAX_LENGTH = 64  # default for text: snippets average ~19 words; 64 tokens keeps quick runs quick
 
@@ -112,8 +113,7 @@ def subsample(n: int, train_size: tuple[str, float], token_budget: int, mean_len
         keep = min(n, int(value))
     elif kind == "fraction":
         keep = max(1, int(round(n * value)))
-    if token_budget > 0 and mean_length > 0:
-        keep = min(keep, max(1, int(token_budget // mean_length), min_examples))
+    keep = kept_by_budget(keep, token_budget, mean_length, min_examples)
     if keep >= n:
         return None
     return np.sort(np.random.default_rng(seed).choice(n, size=keep, replace=False))

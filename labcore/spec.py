@@ -76,6 +76,25 @@ class TrainParams:
     min_steps: int  # more epochs where `epochs` would give fewer optimiser steps than this
     min_evals: int  # validation evaluations per run at least: eval_every shortens to steps // min_evals
 
+    def total_steps(self, n_train: int) -> int:
+        """Optimiser steps of the run: ``epochs`` of the data, at least ``min_steps``, at most ``max_steps``."""
+        per_epoch = max(1, math.ceil(n_train / self.batch_size))
+        total = max(1, math.ceil(per_epoch * self.epochs), self.min_steps)
+        return min(total, self.max_steps) if self.max_steps > 0 else total
+
+    def epochs_run(self, n_train: int) -> float:
+        """Epochs the run's steps amount to (more than ``epochs`` where ``min_steps`` raised them)."""
+        return self.total_steps(n_train) / max(1, math.ceil(n_train / self.batch_size))
+
+    def evaluate_every(self, n_train: int) -> int:
+        """Steps between validation evaluations: ``eval_every`` (0: an epoch), shortened so the run
+        evaluates at least ``min_evals`` times."""
+        every = self.eval_every if self.eval_every > 0 else max(1, math.ceil(n_train / self.batch_size))
+        total = self.total_steps(n_train)
+        if self.min_evals > 0 and math.ceil(total / every) < self.min_evals:  # the last step evaluates too
+            every = max(1, total // self.min_evals)
+        return every
+
 
 @dataclass(frozen=True)
 class BudgetParams(TrainParams):
@@ -152,6 +171,44 @@ _TRAIN_DEFAULTS: dict[str, dict[str, BudgetParams]] = {
     },
 }
 _TAMKIN = ("reinit_after", "reinit_block", "reinit_layer", "permute_layers")
+
+
+def kept_by_budget(n: int, token_budget: int, mean_length: float, min_examples: int = 0) -> int:
+    """Training examples a token budget keeps of ``n`` (0: no budget), never fewer than ``min_examples``."""
+    if token_budget > 0 and mean_length > 0:
+        return min(n, max(1, int(token_budget // mean_length), min_examples))
+    return n
+
+
+# What a quick run costs, for the time the pages promise: MiniLM trains 3,600-4,300 tokens/s on 2 cores
+# (bf16, batch 16: the quick budget's measurements above); evaluating is a forward pass, about a third of a
+# training step; preparing (data from the cache, the model) takes a few seconds.
+MINILM_TOKENS_PER_S = 3_900
+EVAL_SPEED_UP = 3.0
+PREPARE_S = 5.0
+
+
+@dataclass(frozen=True)
+class Estimate:
+    seconds: float
+    kept: int  # training examples the token budget keeps
+    steps: int
+    evaluations: int
+
+
+def estimate(spec: "RunSpec", sizes: tuple[int, int, int], mean_tokens: float,
+             tokens_per_s: float = MINILM_TOKENS_PER_S) -> Estimate:
+    """About how long a resolved spec takes on splits of ``sizes`` examples of ``mean_tokens`` tokens (with
+    the specials): its steps at ``tokens_per_s``, its evaluations at a third of the cost, and preparing."""
+    n_train, n_validation, n_test = sizes
+    params = TrainParams(**{f.name: getattr(spec, f.name) for f in dataclasses.fields(TrainParams)})
+    kept = kept_by_budget(n_train, spec.train_token_budget, mean_tokens, spec.min_train_examples)
+    steps = params.total_steps(kept)
+    evaluations = math.ceil(steps / params.evaluate_every(kept))
+    train_s = steps * min(spec.batch_size, kept) * mean_tokens / tokens_per_s
+    # every evaluation, then the best checkpoint again on validation and on test
+    eval_s = ((evaluations + 1) * n_validation + n_test) * mean_tokens / (tokens_per_s * EVAL_SPEED_UP)
+    return Estimate(PREPARE_S + train_s + eval_s, kept, steps, evaluations)
 
 
 def _family(budget: str, protocol: str) -> str:

@@ -55,25 +55,6 @@ class TrainConfig(TrainParams):
         """Examples per batch when evaluating or predicting."""
         return max(EVAL_BATCH_MIN, 2 * self.batch_size)
 
-    def total_steps(self, n_train: int) -> int:
-        """Optimiser steps of the run: ``epochs`` of the data, at least ``min_steps``, at most ``max_steps``."""
-        per_epoch = max(1, math.ceil(n_train / self.batch_size))
-        total = max(1, math.ceil(per_epoch * self.epochs), self.min_steps)
-        return min(total, self.max_steps) if self.max_steps > 0 else total
-
-    def epochs_run(self, n_train: int) -> float:
-        """Epochs the run's steps amount to (more than ``epochs`` where ``min_steps`` raised them)."""
-        return self.total_steps(n_train) / max(1, math.ceil(n_train / self.batch_size))
-
-    def evaluate_every(self, n_train: int) -> int:
-        """Steps between validation evaluations: ``eval_every`` (0: an epoch), shortened so the run
-        evaluates at least ``min_evals`` times."""
-        every = self.eval_every if self.eval_every > 0 else max(1, math.ceil(n_train / self.batch_size))
-        total = self.total_steps(n_train)
-        if self.min_evals > 0 and math.ceil(total / every) < self.min_evals:  # the last step evaluates too
-            every = max(1, total // self.min_evals)
-        return every
-
 
 def native_bf16(device: str) -> bool:
     """bf16 pays off only where the hardware has it: CUDA with bf16 support, or a CPU with AVX-512 BF16/AMX."""

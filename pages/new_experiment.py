@@ -16,6 +16,7 @@ from labcore import data as disciplines
 from labcore import demos, metrics, spec as spec_lib
 from labcore.data import upload as uploads
 from labcore.errors import LabError
+from labcore.fmt import fmt_duration
 from labcore.models.backbones import known_positions
 from labcore.spec import RunSpec, make_spec, train_defaults
 from labcore.resolve import resolve_spec
@@ -222,6 +223,23 @@ def small_test_note(name: str) -> None:
                    f"Wilson interval).", icon=":material/warning:")
 
 
+def time_note(resolved: RunSpec) -> None:
+    """How long an upload's run takes, from its sizes and MiniLM's measured speed (other models differ)."""
+    if not resolved.discipline.startswith("upload:") or resolved.model != "minilm":
+        return
+    try:
+        up = uploads.upload_info(resolved.discipline)
+    except LabError:
+        return
+    if not up.n_symbols:
+        return
+    mean = up.n_symbols / up.n_examples + 2  # [CLS] and [SEP]
+    guess = spec_lib.estimate(resolved, uploads.expected_sizes(up), mean)
+    st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on 2 cores (MiniLM's measured "
+               f"{spec_lib.MINILM_TOKENS_PER_S:,} tokens/s): {guess.kept:,} training examples of {mean:.0f} tokens, "
+               f"{guess.steps:,} steps, {guess.evaluations} validations.")
+
+
 st.subheader("What will run")
 for message in errors:
     st.error(message)
@@ -232,6 +250,7 @@ if resolved is not None:
             language="bash", wrap_lines=True)
     length_note(resolved, info)
     small_test_note(discipline)
+    time_note(resolved)
     with st.expander("The resolved spec (every default filled in; its hash is the run's key)"):
         st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
         st.caption(f"key {resolved.key}")

@@ -67,6 +67,7 @@ def test_a_small_test_set_is_flagged_before_and_after_it_runs():
     at.selectbox(key="w:exp.discipline").select("upload:dna").run()
     assert not at.exception, [e.message for e in at.exception]
     assert "the test set has 10 examples, fewer than 30" in texts(at)
+    assert "About " in texts(at) and "150 steps" in texts(at)  # the floor, and the time it costs
 
     from labcore.store import open_store
 

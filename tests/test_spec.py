@@ -175,3 +175,15 @@ def test_the_quick_budget_has_floors_that_explicit_choices_turn_off():
     assert (chosen.min_steps, chosen.min_evals, chosen.min_train_examples) == (0, 0, 0)
     capped = resolve(make_spec(budget="quick", max_steps=10, min_steps=20), "tokens")
     assert capped.min_steps == 20  # given explicitly: kept
+
+
+def test_the_time_a_quick_run_takes_follows_the_data():
+    from labcore.spec import estimate, make_spec, resolve
+
+    quick = resolve(make_spec(budget="quick"), "tokens")
+    splice = estimate(quick, (2868, 319, 319), 62.0)  # measured: 76-90 s
+    assert (splice.kept, splice.steps, splice.evaluations) == (2258, 284, 8) and 70 < splice.seconds < 110
+    small = estimate(quick, (86, 10, 10), 22.0)  # the 106-row CSV: 150 steps, not 12
+    assert small.steps == 150 and small.evaluations >= 8 and small.seconds < 60
+    long = estimate(quick, (1920, 240, 240), 512.0)  # 1,200 sequences of 1,000 symbols, in windows
+    assert long.kept == 500 and long.steps == 150 and long.seconds > 240  # minutes, and the page says so

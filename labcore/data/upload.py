@@ -199,6 +199,7 @@ class UploadInfo:
     skipped: tuple[str, ...] = ()  # midi: zip entries left out as unreadable (options.skip_unreadable)
     windowed: int = 0  # csv/fasta: records longer than max length cut into windows (options.windows)
     class_units: tuple[int, ...] = ()  # records (MIDI: files) per class, where windows make them differ
+    n_symbols: int = 0  # symbols of all examples together (tokens uploads; 0 in older manifests)
 
     @property
     def fingerprint(self) -> str:
@@ -442,6 +443,7 @@ def save_file(request: SaveRequest, path: Path) -> UploadInfo:
         else (),
         warnings=_warnings(parsed, request.options, request.kind), skipped=parsed.skipped,
         windowed=parsed.windowed, class_units=_class_units(parsed),
+        n_symbols=int(len(parsed.tokens)) if parsed.tokens is not None else 0,
     )
     _store(info, path, examples)
     return info
@@ -1115,6 +1117,18 @@ def expected_test_size(up: UploadInfo) -> tuple[int, int]:
         return test, classes
     units = up.class_units or up.class_counts
     return sum(max(up.limits.min_per_split, int(round(u * SPLIT_FRACTIONS[2]))) for u in units), classes
+
+
+def expected_sizes(up: UploadInfo) -> tuple[int, int, int]:
+    """About how many examples (windows count one each) train, validation and test of ``upload:NAME`` hold."""
+    if up.split_counts:
+        train, validation, test = up.split_counts
+        carved = max(len(up.class_names) * up.limits.min_per_split, round(train / 9))
+        validation, test = validation or carved, test or carved
+        return up.n_examples - validation - test, validation, test
+    per_unit = up.n_examples / max(1, up.n_groups)
+    test = round(expected_test_size(up)[0] * per_unit)
+    return up.n_examples - 2 * test, test, test
 
 
 def window_starts(length: int, window: int) -> list[int]:
