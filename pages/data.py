@@ -255,7 +255,14 @@ def upload_preview(kind: str, file) -> tuple[str, str]:
         frame.index.name = "class"
         st.caption(f"Classes of {read} by this choice (records per class{' and split' if split else ''}):")
         st.dataframe(frame)
-    for warning in preview.warnings(label, split, uploads.UploadLimits().min_per_class):
+    limits = uploads.UploadLimits()
+    warnings = preview.warnings(label, split, limits.min_per_class)
+    if preview.complete and counts and not warnings:  # the test split this choice gives, before saving
+        test = preview.test_counts(label, split, limits.min_per_split, uploads.SPLIT_FRACTIONS[2])
+        small = metrics.small_test_warning(sum(test.values()), len(test))
+        if small:
+            warnings.append(f"Too small to compare: {small}.")
+    for warning in warnings:
         st.warning(warning, icon=":material/warning:")
     return label, split
 

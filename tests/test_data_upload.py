@@ -634,6 +634,10 @@ def test_the_preview_suggests_the_label_and_the_files_own_split():
     assert preview.counts("field 2", "field 3") == {"train": {"0": 8, "1": 8}, "validation": {"0": 2, "1": 2},
                                                    "test": {"0": 2, "1": 2}}
     assert preview.warnings("field 2", "field 3") == []
+    assert preview.test_counts("field 2", "field 3", 2, 0.1) == {"0": 2, "1": 2}  # the file's own test split
+    assert preview.test_counts("field 2", "", 2, 0.1) == {"0": 2, "1": 2}  # 12 of each: a tenth, at least 2
+    assert fields.preview("fasta", split_fasta((18, 0, 0))).test_counts("field 2", "field 3", 2, 0.1) == \
+        {"0": 2, "1": 2}  # none given: a ninth of train
     assert "split names, not classes" in preview.warnings("field 3")[0]
     assert "looks like an id" in preview.warnings("field 1")[0]
     assert "split names" in preview.warnings(fields.AFTER_LAST_BAR)[0]

@@ -104,6 +104,16 @@ class Preview:
             out.setdefault(split, Counter())[label] += 1
         return dict(sorted(out.items(), key=lambda item: (SPLITS + ("all", "unrecognised")).index(item[0])))
 
+    def test_counts(self, label_field: str, split_field: str, min_per_split: int, fraction: float) -> Counter:
+        """Class counts of the test split this choice gives: the file's own, a ninth of its train where
+        it has none (as the upload's split takes it), or a seeded ``fraction`` of each class."""
+        counts = self.counts(label_field, split_field)
+        if split_field:
+            if counts.get("test"):
+                return counts["test"]
+            return Counter({c: max(min_per_split, round(n / 9)) for c, n in counts.get("train", {}).items()})
+        return Counter({c: max(min_per_split, round(n * fraction)) for c, n in counts.get("all", {}).items()})
+
     def warnings(self, label_field: str, split_field: str = "", min_per_class: int = 0) -> list[str]:
         """What is suspicious about reading labels from ``label_field`` (and splits from ``split_field``)."""
         where = "in the records read" if not self.complete else "in the file"
