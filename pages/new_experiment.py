@@ -235,9 +235,10 @@ def time_note(resolved: RunSpec) -> None:
         return
     mean = up.n_symbols / up.n_examples + 2  # [CLS] and [SEP]
     guess = spec_lib.estimate(resolved, uploads.expected_sizes(up), mean)
-    st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on 2 cores (MiniLM's measured "
+    st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on 2 free cores (MiniLM's measured "
                f"{spec_lib.MINILM_TOKENS_PER_S:,} tokens/s): {guess.kept:,} training examples of {mean:.0f} tokens, "
-               f"{guess.steps:,} steps, {guess.evaluations} validations.")
+               f"{guess.steps:,} steps, {guess.evaluations} validations. Other work on the machine slows it several "
+               f"times over; the run's notes say how many threads it had.")
 
 
 st.subheader("What will run")
