@@ -146,6 +146,10 @@ def home() -> None:
         "or scrambled words, and compare it with the same network trained from scratch. "
         "Every number you see is measured on this machine by a background worker, and every run can be "
         "repeated, changed and compared.")
+    st.markdown(":material/upload_file: **Bring your own data:** upload a CSV or FASTA of labelled sequences, a zip of "
+                "MIDI files in one folder per class, or an .npz of images on the **Data** page; it becomes a "
+                "discipline like the others, previewed before it is saved.")
+    st.page_link(common.PAGES["data"], label="Upload your own data", icon=":material/dataset:")
     left, right = st.columns(2)
     with left:
         _worker_status()

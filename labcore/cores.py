@@ -5,8 +5,11 @@ OpenMP's default waiting (spin a little, then sleep) a MiniLM step on 2 idle cor
 against 43-49 with ``OMP_WAIT_POLICY=PASSIVE`` (four alternating pairs). But when another process keeps a
 core busy, a spinning thread waits for a partner that is not running: 13-16 samples/s on 2 threads, against
 27-30 on 1 thread. So a run samples the machine while it prepares, and trains on one thread fewer for every
-core that other processes keep busy. The choice is made once, at the start, and written into the record:
-a run's numbers depend on its thread count in the last bits, and a fixed count keeps it reproducible.
+core that other processes keep busy. The choice is made while it prepares and checked again while it
+trains (:class:`ThreadGovernor`, every ``RECHECK_S`` seconds): a run that started beside a busy process
+takes its cores back once they are free. Every count a run used, and from which step, goes into its
+record: a run's numbers depend on its thread count in the last bits. A ``deterministic`` run trains on
+``DETERMINISTIC_THREADS`` threads from start to end, whatever the machine does, so it reruns bit for bit.
 
 Linux only (``/proc``); elsewhere the requested count is used as it is.
 """
@@ -20,6 +23,8 @@ from pathlib import Path
 
 MIN_WINDOW_S = 0.3  # /proc counts in ticks of 10 ms: shorter windows say little
 BUSY_THRESHOLD = 0.5  # cores busy elsewhere before a thread is given up
+RECHECK_S = 20.0  # seconds between checks while a run trains (a check costs two small /proc reads)
+DETERMINISTIC_THREADS = 1  # a deterministic run's thread count: the same on every machine, never spinning
 
 
 @dataclass(frozen=True)
@@ -90,6 +95,37 @@ def choose_threads(requested: int, since: CpuSample | None) -> tuple[int, float 
         return requested, None
     busy = busy_elsewhere(since, now)
     return threads_for(requested, cores, busy), busy
+
+
+class ThreadGovernor:
+    """Checks, at most every ``interval_s`` seconds, how many cores other processes left free since the
+    last check, and says when the run should train on another thread count (up to ``requested``)."""
+
+    def __init__(self, requested: int, used: int, interval_s: float = RECHECK_S) -> None:
+        self.requested, self.used, self.interval_s = requested, used, interval_s
+        self.since = sample()
+
+    def check(self) -> tuple[int, float] | None:
+        """(new thread count, cores busy elsewhere) when the count should change, else None."""
+        if self.requested <= 1 or self.since is None or time.monotonic() - self.since.wall < self.interval_s:
+            return None
+        now = sample()
+        if now is None:
+            return None
+        busy = busy_elsewhere(self.since, now)
+        self.since = now
+        wanted = threads_for(self.requested, os.cpu_count() or 1, busy)
+        if wanted == self.used:
+            return None
+        self.used = wanted
+        return wanted, busy
+
+
+def history_note(history: list[list[int]]) -> str:
+    """The thread counts of a run, as the record's notes say them: "1 thread, 2 from step 120"."""
+    parts = [f"{n} CPU thread{'s' if n > 1 else ''}" if step == 0 else f"{n} from step {step:,}"
+             for step, n in history]
+    return "threads while training: " + ", ".join(parts)
 
 
 def thread_note(used: int, requested: int, busy: float | None) -> str:

@@ -37,9 +37,11 @@ PAPERS = {
 }
 
 BUDGET_NOTES = {
-    "quick": "teaching demo: one MiniLM run within 90 s on a 2-core CPU (2 epochs of at most 140,000 training "
-             "tokens)",
-    "standard": "5 epochs (10 for frozen protocols), early stopping after 5 evaluations without improvement",
+    "quick": "teaching demo: one MiniLM run on dna-splice within 90 s on a 2-core CPU (2 epochs of at most 140,000 "
+             "training tokens, but at least 500 examples; small data gets more epochs, up to 150 steps; at least 8 "
+             "evaluations). Long sequences take longer: the cost grows with the tokens trained",
+    "standard": "5 epochs (10 for frozen protocols), early stopping after 5 evaluations without improvement; at least "
+                "8 evaluations",
     "paper": "each paper's own recipe (Kao: Adam 1e-5, batch 32, 10 epochs; FPT: Adam 1e-3; Tamkin: Adam 2e-5, "
              "batch 8): hours on a CPU",
 }

@@ -21,6 +21,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from labcore.errors import LabError
+from labcore.spec import kept_by_budget
 
 TEXT_MAX_LENGTH = 64  # default for text: snippets average ~19 words; 64 tokens keeps quick runs quick
 
@@ -99,11 +100,12 @@ def slice_vocabulary(splits: Sequence[Encoded]) -> tuple[int, ...]:
 
 
 def subsample(n: int, train_size: tuple[str, float], token_budget: int, mean_length: float,
-              seed: int) -> np.ndarray | None:
+              seed: int, min_examples: int = 0) -> np.ndarray | None:
     """Indices of the training examples to keep (None = all), seeded.
 
     `train_size` is ("full"|"count"|"fraction", value); the token budget (0 = none) then caps the
-    count so a quick run costs about the same on every discipline.
+    count so a quick run costs about the same on every discipline, but never below ``min_examples``
+    (or what train_size keeps, if fewer): long sequences would otherwise leave too few to learn from.
     """
     kind, value = train_size
     keep = n
@@ -111,8 +113,7 @@ def subsample(n: int, train_size: tuple[str, float], token_budget: int, mean_len
         keep = min(n, int(value))
     elif kind == "fraction":
         keep = max(1, int(round(n * value)))
-    if token_budget > 0 and mean_length > 0:
-        keep = min(keep, max(1, int(token_budget // mean_length)))
+    keep = kept_by_budget(keep, token_budget, mean_length, min_examples)
     if keep >= n:
         return None
     return np.sort(np.random.default_rng(seed).choice(n, size=keep, replace=False))

@@ -290,3 +290,45 @@ def aggregate(values: Sequence[float], confidence: float = 0.95) -> Aggregate:
     std = float(np.std(data, ddof=1))
     half = float(stats.t.ppf((1 + confidence) / 2, df=data.size - 1)) * std / math.sqrt(data.size)
     return Aggregate(mean, std, int(data.size), mean - half, mean + half, confidence)
+
+
+# --------------------------------------------------------------------------------------------------
+# one run's test set: how far its accuracy can be trusted
+
+# A test set smaller than this moves an accuracy in steps of more than 1/30 (3.3 points), and its 95 %
+# interval spans tens of points: the pages warn beside such a figure.
+SMALL_TEST = 30
+
+
+def wilson_interval(successes: float, n: int, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson's score interval for a binomial proportion (an accuracy over ``n`` independent examples).
+
+    Unlike the normal approximation it stays inside [0, 1] and is not a point at 0 or n successes:
+    with 10 of 10 correct the 95 % interval is 0.72..1.00. ``successes`` may be a rounded float (an
+    accuracy times n).
+    """
+    if n <= 0:
+        raise LabError(f"wilson_interval: n must be positive, got {n}")
+    if not 0 < confidence < 1:
+        raise LabError(f"wilson_interval: confidence must lie in (0, 1), got {confidence}")
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf((1 + confidence) / 2)
+    p = min(max(successes / n, 0.0), 1.0)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def small_test_warning(n: int, n_classes: int) -> str:
+    """Why a test set of ``n`` examples (units that vote, where they do) of ``n_classes`` classes cannot
+    carry a comparison; "" where it can (or where the sizes are not known: 0)."""
+    if n <= 0:
+        return ""
+    if n_classes == 1:
+        return (f"the test set holds one class only ({n} example{'s' if n != 1 else ''}): its accuracy says "
+                f"whether the model predicts that class, not whether it tells classes apart")
+    if n < SMALL_TEST:
+        return (f"the test set has {n} example{'s' if n != 1 else ''}, fewer than {SMALL_TEST}: the accuracy "
+                f"moves in steps of {1 / n:.2f}, so differences below the interval's width mean nothing")
+    return ""

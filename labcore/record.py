@@ -36,6 +36,9 @@ class RunRecord:
     pooling: str = ""
     versions: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)  # protocol notes, subsampling, anything to know
+    test_examples: int = 0  # what the test metric was measured over (windows' votes count once); 0: unknown
+    test_classes: int = 0  # distinct true classes among them (class outputs; 0 otherwise or unknown)
+    threads: list[list[int]] = field(default_factory=list)  # [[from step, CPU threads], ...]; empty off CPU
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:

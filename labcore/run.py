@@ -7,12 +7,13 @@ Bad input raises :class:`labcore.errors.LabError` before any training starts.
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import resource
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -93,6 +94,7 @@ class Prepared:
         self.dataset, self.info = data_registry.load(spec.discipline, dict(spec.discipline_params),
                                                      progress=progress)
         info = self.info
+        self.notes.extend(info.run_notes)  # what the data itself cut or left out
         progress(f"loading model {spec.model} ({spec.init})")
         base, tokenizer, binfo = models.load_backbone(spec.model, spec.init, seed=spec.seed,
                                                       attn_implementation=attn_implementation)
@@ -134,10 +136,13 @@ class Prepared:
                        for name in ("train", "validation", "test")}
         train = self.splits["train"]
         keep = subsample(len(train), parse_train_size(spec.train_size), spec.train_token_budget,
-                         float(train.lengths().mean()) if len(train) else 0.0, spec.seed)
+                         float(train.lengths().mean()) if len(train) else 0.0, spec.seed,
+                         min_examples=spec.min_train_examples)
         if keep is not None:
+            floor = (f", at least {spec.min_train_examples:,} kept" if spec.train_token_budget and
+                     len(keep) == spec.min_train_examples else "")
             self.notes.append(f"trained on {len(keep):,} of {len(train):,} training examples "
-                              f"(train_size={spec.train_size}, token budget {spec.train_token_budget:,})")
+                              f"(train_size={spec.train_size}, token budget {spec.train_token_budget:,}{floor})")
             self.splits["train"] = train.subset(keep)
         if len(self.splits["train"]) == 0:
             raise LabError(f"discipline {spec.discipline!r} has no training examples left; raise train_size")
@@ -291,6 +296,9 @@ class _Fit:
     forward: Callable[[Any], Any] | None = None  # batch -> logits
     train_data: Any = None
     predict: Callable[[str], Any] | None = None  # split name -> logits
+    threads: list[list[int]] = field(default_factory=list)  # [[from step, CPU threads], ...]; empty off CPU
+    threads_requested: int = 0
+    deterministic: bool = False
 
 
 def _log(message: str) -> dict[str, Any]:
@@ -321,10 +329,20 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     model = prepared.model
     model.to(device)
     device_notes = []
-    if device == "cpu":
+    # Per run, not per process: a worker runs deterministic and ordinary specs one after another.
+    torch.use_deterministic_algorithms(resolved.deterministic, warn_only=True)
+    used_threads = 0
+    if device == "cpu" and resolved.deterministic:
+        used_threads = cores.DETERMINISTIC_THREADS
+        torch.set_num_threads(used_threads)
+        device_notes.append(f"deterministic: trained on {used_threads} CPU thread{'s' if used_threads > 1 else ''} "
+                            f"throughout, with torch's deterministic algorithms, so a rerun gives the same weights")
+    elif device == "cpu":
         used_threads, busy = cores.choose_threads(threads, cpu_before)
         torch.set_num_threads(used_threads)
         device_notes.append(cores.thread_note(used_threads, threads, busy))
+    elif resolved.deterministic:
+        device_notes.append("deterministic: torch's deterministic algorithms on")
     for note in device_notes + device_kernels(model, device):
         notes.append(note)
         yield _log(note)
@@ -335,13 +353,34 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
                                 checkpoint_every=checkpoint_every),
                notes=notes,
                params_total=sum(p.numel() for p in model.parameters()),
-               params_trainable=sum(p.numel() for p in model.parameters() if p.requires_grad))
+               params_trainable=sum(p.numel() for p in model.parameters() if p.requires_grad),
+               threads=[[0, used_threads]] if used_threads else [], threads_requested=threads,
+               deterministic=resolved.deterministic)
     if report.features_only:
         yield _log("computing features once for output-only training")
         _features_target(fit)
     else:
         _model_target(fit)
+    for note in budget_notes(fit.cfg, len(fit.train_data)):
+        fit.notes.append(note)
+        yield _log(note)
     return fit
+
+
+def budget_notes(cfg, n_train: int) -> list[str]:
+    """What the budget's floors changed for this data (more epochs, more evaluations), for the notes."""
+    out = []
+    per_epoch = max(1, math.ceil(n_train / cfg.batch_size))
+    if cfg.min_steps and cfg.total_steps(n_train) > math.ceil(per_epoch * cfg.epochs) and \
+            (not cfg.max_steps or cfg.total_steps(n_train) < cfg.max_steps):
+        out.append(f"{cfg.epochs_run(n_train):.1f} epochs instead of {cfg.epochs:g}: {n_train:,} training examples "
+                   f"give {per_epoch:,} steps an epoch, and the budget trains at least {cfg.min_steps:,} steps")
+    every = cfg.evaluate_every(n_train)
+    asked = cfg.eval_every if cfg.eval_every > 0 else per_epoch
+    if every < asked:
+        out.append(f"validation every {every:,} steps instead of {asked:,}, so the run evaluates at least "
+                   f"{cfg.min_evals} times")
+    return out
 
 
 def _model_target(fit: _Fit) -> None:
@@ -378,9 +417,26 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
         result = evaluate_logits(fit.predict("validation"), splits["validation"], info)
         return {"value": result[info.metric], "loss": result["loss"]}
 
+    between_steps = None
+    if fit.threads and not fit.deterministic:
+        import torch
+
+        governor = cores.ThreadGovernor(fit.threads_requested, fit.threads[-1][1])
+
+        def between_steps(step: int) -> dict[str, Any] | None:
+            change = governor.check()
+            if change is None:
+                return None
+            count, busy = change
+            torch.set_num_threads(count)
+            fit.threads.append([step, count])
+            return _log(f"step {step:,}: now {count} CPU thread{'s' if count > 1 else ''} (other processes kept "
+                        f"{busy:.1f} cores busy in the last {governor.interval_s:.0f} s)")
+
     end: dict[str, Any] = {}
     for event in train(fit.trained_module, fit.forward, fit.train_data, fit.cfg, evaluate=evaluate,
-                       workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file):
+                       workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file,
+                       between_steps=between_steps):
         if event["type"] == "train_end":
             end = event
         else:
@@ -388,6 +444,13 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
                 event["metric"] = info.metric
             yield event
     return end
+
+
+def _test_size(data, info) -> dict[str, int]:
+    """How many examples the test metric counts (groups, where their windows vote) and of how many classes."""
+    units = len(set(data.groups)) if info.vote_by_group and data.groups is not None else len(data)
+    classes = len({int(y) for y in np.asarray(data.labels).ravel()}) if info.output_kind == "class" else 0
+    return {"test_examples": units, "test_classes": classes}
 
 
 def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path | None,
@@ -416,7 +479,8 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
-        notes=fit.notes, error=end.get("error", ""))
+        notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
+        error=end.get("error", ""), threads=[list(t) for t in fit.threads], **_test_size(splits["test"], info))
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,

@@ -55,11 +55,6 @@ class TrainConfig(TrainParams):
         """Examples per batch when evaluating or predicting."""
         return max(EVAL_BATCH_MIN, 2 * self.batch_size)
 
-    def total_steps(self, n_train: int) -> int:
-        per_epoch = max(1, math.ceil(n_train / self.batch_size))
-        total = max(1, math.ceil(per_epoch * self.epochs))
-        return min(total, self.max_steps) if self.max_steps > 0 else total
-
 
 def native_bf16(device: str) -> bool:
     """bf16 pays off only where the hardware has it: CUDA with bf16 support, or a CPU with AVX-512 BF16/AMX."""
@@ -173,11 +168,13 @@ class LoopState:
 
 def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig, *,
           evaluate: EvaluateFn, workdir: Path | None = None, should_stop: StopFn = lambda: None,
-          resume: bool = False, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
+          resume: bool = False, commit_file: CommitFn = os.replace,
+          between_steps: Callable[[int], dict[str, Any] | None] | None = None) -> Iterator[dict[str, Any]]:
     """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch.
 
     ``commit_file(tmp, final)`` moves a written checkpoint into place (a worker's refuses once its
-    attempt was superseded, and the loop then ends by that error)."""
+    attempt was superseded, and the loop then ends by that error). ``between_steps(step)`` runs after
+    every step (the run re-checks its threads there); an event it returns is passed on."""
     torch.manual_seed(cfg.seed)
     named = {n: p for n, p in module.named_parameters() if p.requires_grad}
     params = list(named.values())
@@ -188,7 +185,7 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg, total))
     criterion = loss_fn(cfg.loss)
     per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
-    eval_every = cfg.eval_every if cfg.eval_every > 0 else per_epoch
+    eval_every = cfg.evaluate_every(len(train_data))
 
     st = LoopState(best_state={n: p.detach().clone() for n, p in named.items()})
     resume_path = workdir / "resume.pt" if workdir else None
@@ -272,6 +269,8 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                                                      f"{cfg.patience} evaluations"}
                     yield finish("done")
                     return
+            if between_steps is not None and (event := between_steps(st.step)) is not None:
+                yield event
             if resume_path and cfg.checkpoint_every > 0 and st.step % cfg.checkpoint_every == 0:
                 yield from save_resume()
             reason = should_stop()

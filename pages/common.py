@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from labcore import compare, figures
+from labcore import compare, figures, metrics
 from labcore.errors import LabError
 from labcore.store import ACTIVE, STOPPED
 from pages import state
@@ -148,9 +148,16 @@ def run_option_label(record: dict[str, Any]) -> str:
     return f"{record.get('label', record['key'])} · {record['status']} · {record['key'][:8]}"
 
 
+CURRENT_RUN = "run.current"  # the run last picked on any page: where a page opened from the menu starts
+
+
 def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
-             where=None) -> dict[str, Any] | None:
-    """A select box of runs (newest first), synchronised with the ``run`` query parameter."""
+             where=None, arrive_at: str = "current") -> dict[str, Any] | None:
+    """A select box of runs (newest first), synchronised with the ``run`` query parameter.
+
+    Opened without a run in the address (from the menu), it starts at ``arrive_at``: ``"current"``, the
+    run last looked at on any page; ``"running"``, a run that is training now (the Runs page). Either
+    only where there is one among its runs; otherwise the page's own last choice, else the newest."""
     records = [r for r in store.runs() if statuses is None or r["status"] in statuses]
     if where is not None:
         records = [r for r in records if where(r)]
@@ -165,11 +172,17 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
             wanted = store.resolve_key(wanted)
         except LabError:
             wanted = None
+    if f"w:{key}" not in st.session_state and wanted not in by_key:  # arriving from the menu
+        arrival = (next((k for k in keys if by_key[k]["status"] == "running"), None) if arrive_at == "running"
+                   else state.remembered(CURRENT_RUN))
+        if arrival in by_key:
+            state.keep(key, arrival)
     widget = state.remember(key, keys[0], keys)
     if wanted in by_key:
         st.session_state[widget] = wanted
     chosen = st.selectbox(label, keys, key=widget, format_func=lambda k: run_option_label(by_key[k]))
     state.keep(key, chosen)
+    state.keep(CURRENT_RUN, chosen)
     state.set_qp(run=chosen)
     return by_key[chosen]
 
@@ -289,3 +302,15 @@ def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *,
     st.fragment(body, run_every=REFRESH.live_runs_s if active else None)()
     return active
 
+
+
+def test_reliability(result: dict[str, Any]) -> tuple[str, str]:
+    """A finished run's test accuracy as far as its test set can carry it: the 95 % Wilson interval (text,
+    "" where the record does not say how many examples it counts) and a warning ("" where none is due)."""
+    n, classes = int(result.get("test_examples") or 0), int(result.get("test_classes") or 0)
+    accuracy = (result.get("test") or {}).get("accuracy")
+    interval = ""
+    if n and accuracy is not None:
+        low, high = metrics.wilson_interval(round(accuracy * n), n)
+        interval = f"95 % Wilson interval {low:.3f}–{high:.3f} over {n:,} test example{'s' if n != 1 else ''}"
+    return interval, metrics.small_test_warning(n, classes)

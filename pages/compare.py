@@ -79,6 +79,15 @@ if not records:
     st.info("Pick at least one group or run with a result.")
     st.stop()
 
+small = [(r, *common.test_reliability(r.to_dict())) for r in records]
+small = [(r, interval, why) for r, interval, why in small if why]
+if small:
+    fields = figures.condition_fields(records)
+    listed = "; ".join(f"{figures.condition_label(r.spec, fields)} seed {r.spec.get('seed')}: {why}"
+                       f"{' (' + interval + ')' if interval else ''}" for r, interval, why in small[:6])
+    st.warning(f"{len(small)} of {len(records)} runs were tested on too few examples to compare: {listed}"
+               f"{' …' if len(small) > 6 else ''}. Their bars and means below are no evidence either way.",
+               icon=":material/warning:")
 summary = figures.summary_table(records)
 several_disciplines = summary["discipline"].nunique() > 1
 

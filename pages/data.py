@@ -10,6 +10,7 @@ server that every user's page runs in.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import time
 from typing import Any
@@ -18,9 +19,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from labcore import assets, figures
+from labcore import assets, figures, metrics
 from labcore import data as disciplines
 from labcore.data import base as data_base
+from labcore.data import fields as upload_fields
 from labcore.data import upload as uploads
 from labcore.data.images import patches_image
 from labcore.errors import LabError
@@ -164,8 +166,10 @@ def upload_caps(limits: uploads.UploadLimits) -> str:
     return (f"Limits: a file of at most {limits.max_bytes // 2**20} MB; at most {limits.max_rows:,} examples "
             f"(MIDI: windows; npz: images), {limits.max_classes} classes, {limits.max_total_symbols:,} symbols in "
             f"all and {limits.max_symbols} distinct symbols. Every class needs at least {limits.min_per_class} "
-            f"examples (MIDI: files), so that train, validation and test each hold {limits.min_per_split}. A file "
-            f"over a limit is refused as soon as it crosses it, with the limit named.")
+            f"examples (MIDI: files), so that train, validation and test each hold {limits.min_per_split}. A test "
+            f"split under {metrics.SMALL_TEST} examples, or of one class, gives accuracies too coarse to compare: "
+            f"New experiment, Runs and Compare say so. A file over a limit is refused as soon as it crosses it, "
+            f"with the limit named.")
 
 
 @st.fragment(run_every=common.REFRESH.task_s)
@@ -189,44 +193,142 @@ def upload_result() -> None:
         return
     if result.info is None:
         st.error(f"The upload was not saved: {result.error}")
+        if "skip_unreadable=True" in result.error:
+            st.caption("Tick **skip unreadable MIDI files** below the file and save again to keep the others.")
         return
     saved = result.info
     inputs = f"alphabet of {len(saved.alphabet)} symbols" if saved.alphabet else f"vectors of {saved.vector_dim}"
-    st.success(f"Saved as discipline **upload:{saved.name}**: {saved.n_examples:,} examples, "
-               f"{len(saved.class_names)} classes ({', '.join(saved.class_names)}), {inputs}"
-               f"{', ' + str(saved.truncated) + ' truncated' if saved.truncated else ''}. Checked in "
-               f"{result.seconds:.1f} s. Pick it on **New experiment**.")
+    own = ""
+    if saved.split_counts:
+        given = ", ".join(f"{s} {n:,}" for s, n in zip(upload_fields.SPLITS, saved.split_counts))
+        own = f" The file's own split: {given}{' (what it lacks is taken from train)' if 0 in saved.split_counts else ''}."
+    for warning in saved.warnings:
+        st.warning(f"Saved, but {warning}.", icon=":material/warning:")
+    if saved.skipped:
+        st.info(f"{len(saved.skipped)} unreadable MIDI file(s) left out: {'; '.join(saved.skipped)}")
+    box = st.warning if saved.warnings else st.success  # never a green box over a suspicious reading
+    box(f"Saved as discipline **upload:{saved.name}**: {saved.n_examples:,} examples, "
+        f"{len(saved.class_names)} classes ({', '.join(saved.class_names)}), {inputs}"
+        f"{', ' + str(saved.truncated) + ' truncated' if saved.truncated else ''}. Checked in "
+        f"{result.seconds:.1f} s.{own} Pick it on **New experiment**.")
+
+
+LONG_CHOICES = {"windows": "cut into windows (evaluation votes over a record's windows)",
+                "cut": "cut to max length (the cut is stated in the upload's notes)",
+                "refuse": "refuse the file"}
+
+
+def upload_preview(kind: str, file) -> tuple[str, str]:
+    """The first records of a CSV or FASTA file, a chooser for its label and split fields, the class
+    counts that choice gives and what is suspicious about it; the fields chosen."""
+    cached = st.session_state.get("upload.preview")
+    if cached is None or cached[0] != (file.file_id, kind):
+        cached = ((file.file_id, kind), upload_fields.preview(kind, file.getvalue()))
+        st.session_state["upload.preview"] = cached
+        for key in ("w:upload.label_field", "w:upload.split_field"):
+            st.session_state.pop(key, None)  # a new file: its own suggestions
+    preview = cached[1]
+    if not preview.records:
+        st.warning("No records found at the start of the file" + (f": {preview.problems[0]}" if preview.problems
+                                                                   else "."))
+        return "", ""
+    read = f"all {len(preview.records):,} records" if preview.complete else f"the first {len(preview.records):,} records"
+    st.markdown(f"**Preview** ({read})")
+    shown_fields = list(preview.fields)
+    table = pd.DataFrame([{**{f: r.get(f, "") for f in shown_fields}, "length": n}
+                          for r, n in zip(preview.records[:8], preview.lengths)])
+    st.dataframe(table, hide_index=True)
+    describe = functools.partial(upload_fields.describe_field, kind)
+    choices = list(preview.label_choices)
+    c1, c2 = st.columns(2)
+    label = c1.selectbox("Label field", choices, index=choices.index(preview.label_field)
+                         if preview.label_field in choices else 0, format_func=describe, key="w:upload.label_field",
+                         help="FASTA headers are split on '|' and spaces into field 1, field 2, ...")
+    splits = ["", *[f for f in preview.fields if f not in (label, upload_fields.SEQUENCE_COLUMN)]]
+    split = c2.selectbox("Split", splits, index=splits.index(preview.split_field)
+                         if preview.split_field in splits else 0, key="w:upload.split_field",
+                         format_func=lambda f: "a seeded 80/10/10 split by class" if not f else
+                         f"{describe(f)}: the file's own split (train / valid / test)")
+    counts = preview.counts(label, split)
+    if counts:
+        frame = pd.DataFrame({where: dict(c) for where, c in counts.items()}).fillna(0).astype(int)
+        frame.index.name = "class"
+        st.caption(f"Classes of {read} by this choice (records per class{' and split' if split else ''}):")
+        st.dataframe(frame)
+    limits = uploads.UploadLimits()
+    warnings = preview.warnings(label, split, limits.min_per_class)
+    if preview.complete and counts and not warnings:  # the test split this choice gives, before saving
+        test = preview.test_counts(label, split, limits.min_per_split, uploads.SPLIT_FRACTIONS[2])
+        small = metrics.small_test_warning(sum(test.values()), len(test))
+        if small:
+            warnings.append(f"Too small to compare: {small}.")
+    for warning in warnings:
+        st.warning(warning, icon=":material/warning:")
+    return label, split
 
 
 with tab_upload:
     st.markdown("Train on your own labelled data: it becomes the discipline `upload:NAME`, split 80/10/10 "
-                "(stratified, seeded).")
-    st.caption("Formats: **CSV** with columns `sequence` and `label`; **FASTA** with headers `>id|label`; **zip** of "
-               "MIDI files in one folder per class; **npz** with arrays `images` and `labels`. The file is checked "
-               "completely before anything is saved; a bad file never replaces a good upload.")
+                "(stratified, seeded) unless the file gives its own split.")
+    st.caption("Formats: **CSV** with a column `sequence` and a label column; **FASTA** whose headers hold the label "
+               "(`>id|label`, or any field of `>id|label|split`); **zip** of MIDI files in one folder per class; "
+               "**npz** with arrays `images` and `labels`. CSV and FASTA files are previewed first: choose which "
+               "field is the label and whether one holds the file's own split. The file is checked completely "
+               "before anything is saved; a bad file never replaces a good upload.")
     st.caption(upload_caps(uploads.UploadLimits()))
-    with st.form("upload", clear_on_submit=False):
-        c1, c2 = st.columns(2)
-        upload_name = c1.text_input("Name (a-z, 0-9, -)", key="w:upload.name", placeholder="my-genes")
-        kind = c2.selectbox("Format", ["from the file name", *uploads.KINDS], key="w:upload.kind")
-        file = st.file_uploader("File", type=[e.lstrip(".") for e in uploads.EXTENSIONS], key="upload.file")
-        c1, c2, c3 = st.columns(3)
-        max_length = int(c1.number_input("max length (0: the format's default)", min_value=0, step=1,
-                                         key="w:upload.max_length"))
-        truncate = c2.checkbox("cut longer sequences instead of refusing them", key="w:upload.truncate")
-        patch = int(c3.number_input("patch size (images)", min_value=1, value=4, step=1, key="w:upload.patch"))
-        submitted = st.form_submit_button("Check and save")
+    c1, c2 = st.columns(2)
+    upload_name = c1.text_input("Name (a-z, 0-9, -)", key="w:upload.name", placeholder="my-genes")
+    kind = c2.selectbox("Format", ["from the file name", *uploads.KINDS], key="w:upload.kind")
+    file = st.file_uploader("File", type=[e.lstrip(".") for e in uploads.EXTENSIONS], key="upload.file")
+    label_field = split_field = ""
+    file_kind = None
+    if file is not None:
+        try:
+            file_kind = uploads.detect_kind(file.name, None if kind.startswith("from") else kind)
+        except LabError as exc:
+            st.error(str(exc))
+    if file is not None and file_kind in ("csv", "fasta"):
+        label_field, split_field = upload_preview(file_kind, file)
+    c1, c2, c3 = st.columns(3)
+    max_length = int(c1.number_input("max length (0: the format's default)", min_value=0, step=1,
+                                     key="w:upload.max_length",
+                                     help=f"Symbols per sequence (CSV, FASTA; default "
+                                          f"{uploads.DEFAULT_MAX_LENGTH['fasta']}), notes per window (MIDI; default "
+                                          f"{uploads.DEFAULT_MAX_LENGTH['midi']}), patches per image (npz)."))
+    c1.caption(f"The packaged BERT-sized models (MiniLM, AntiBERTy) take 512 positions: [CLS], "
+               f"{uploads.DEFAULT_MAX_LENGTH['fasta']} symbols and [SEP]. A run cuts longer inputs to its model's "
+               f"positions and says so in its notes.")
+    longer = c2.radio("Sequences longer than max length", list(LONG_CHOICES), key="w:upload.long",
+                      format_func=LONG_CHOICES.get)
+    truncate, windows = longer == "cut", longer == "windows"
+    patch = int(c3.number_input("patch size (images)", min_value=1, value=4, step=1, key="w:upload.patch"))
+    skip_unreadable = False
+    if file_kind == "midi":
+        skip_unreadable = st.checkbox("skip unreadable MIDI files and save the rest (they are listed)",
+                                      key="w:upload.skip_unreadable",
+                                      help="Without it, a zip with files no MIDI reader can parse is refused, "
+                                           "with every such file named.")
+    replacing = upload_name.strip() in uploads.list_uploads()
+    confirmed = True
+    if replacing:
+        confirmed = st.checkbox(f"Replace the saved upload **upload:{upload_name.strip()}** (its runs keep their "
+                                f"results; new runs use the new file)", key="w:upload.replace")
+    submitted = st.button("Check and save", key="btn.upload.save")
     if submitted:
         st.session_state.pop("upload.result", None)
         if file is None:
             st.error("Choose a file to upload first (CSV, FASTA, a zip of MIDI files, or npz).")
+        elif not confirmed:
+            st.warning(f"An upload named {upload_name.strip()!r} exists: tick the box to replace it, or choose "
+                       f"another name.")
         elif "upload.job" in st.session_state:
             st.warning("A file is still being checked: wait for its result before uploading another.")
         else:
             try:
                 st.session_state["upload.job"] = uploads.start_save(
                     upload_name.strip(), file.name, file.getvalue(), None if kind.startswith("from") else kind,
-                    max_length=max_length, truncate=truncate, patch_size=patch)
+                    max_length=max_length, truncate=truncate, windows=windows, patch_size=patch, label_field=label_field,
+                    split_field=split_field, skip_unreadable=skip_unreadable)
             except LabError as exc:  # what needs no parsing (name, format, size) is refused at once
                 st.session_state["upload.result"] = uploads.SaveResult(info=None, error=str(exc), seconds=0.0,
                                                                        peak_rss_bytes=0, pid=0)

@@ -13,8 +13,11 @@ from typing import Any
 import streamlit as st
 
 from labcore import data as disciplines
-from labcore import demos, spec as spec_lib
+from labcore import demos, metrics, spec as spec_lib
+from labcore.data import upload as uploads
 from labcore.errors import LabError
+from labcore.fmt import fmt_duration
+from labcore.models.backbones import known_positions
 from labcore.spec import RunSpec, make_spec, train_defaults
 from labcore.resolve import resolve_spec
 from pages import common, state
@@ -155,6 +158,14 @@ with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
                                     help="Overrides the model above: local:<transformers folder>, hub:<id> (needs "
                                          "the hub), tiny:<family> (a tiny random model for trials).")
     dparams_text = cols[3].text_input("Discipline parameters (JSON)", key="exp.adv.dparams", placeholder='{"seed": 1}')
+    if st.checkbox("deterministic: one CPU thread throughout and torch's deterministic algorithms, so a rerun gives "
+                   "the same weights (slower; otherwise a run trains on the cores it finds free)",
+                   key="exp.adv.deterministic"):
+        overrides["deterministic"] = True
+    chosen_model = model_text.strip() or model
+    positions = known_positions(chosen_model)
+    cols[1].caption(f"{chosen_model} takes {positions:,} positions (with [CLS] and [SEP])." if positions else
+                    f"{chosen_model}: no fixed position limit known here.")
 
 if model_text.strip():
     model = model_text.strip()
@@ -184,6 +195,52 @@ if not errors:
     except LabError as exc:
         errors.append(str(exc))
 
+def length_note(resolved: RunSpec, info: Any) -> None:
+    """The model's position limit against the discipline's longest example, where the second is longer."""
+    positions = known_positions(resolved.model)
+    if info is None or info.input_kind != "tokens" or not positions:
+        return
+    asked = resolved.max_length or info.max_length + 2  # + [CLS] and [SEP]
+    if asked > positions:
+        st.warning(f"The longest example has {info.max_length:,} symbols, but {resolved.model} takes {positions:,} "
+                   f"positions: every longer input is cut to {positions - 2:,} symbols (the run's notes say so). To "
+                   f"keep every symbol, upload the file again with 'cut into windows' (evaluation votes over a "
+                   f"record's windows).", icon=":material/content_cut:")
+
+
+def small_test_note(name: str) -> None:
+    """Where an upload's test split is too small for its accuracy to mean much, say so before it runs."""
+    if not name.startswith("upload:"):
+        return
+    try:
+        n, classes = uploads.expected_test_size(uploads.upload_info(name))
+    except LabError:
+        return
+    why = metrics.small_test_warning(n, classes)
+    if why:
+        st.warning(f"Too small to compare: {why}. Each class keeps at least 2 examples in every split; upload more "
+                   f"examples for a test set of {metrics.SMALL_TEST} or more (Runs shows each accuracy with its 95 % "
+                   f"Wilson interval).", icon=":material/warning:")
+
+
+def time_note(resolved: RunSpec) -> None:
+    """How long an upload's run takes, from its sizes and MiniLM's measured speed (other models differ)."""
+    if not resolved.discipline.startswith("upload:") or resolved.model != "minilm":
+        return
+    try:
+        up = uploads.upload_info(resolved.discipline)
+    except LabError:
+        return
+    if not up.n_symbols:
+        return
+    mean = up.n_symbols / up.n_examples + 2  # [CLS] and [SEP]
+    guess = spec_lib.estimate(resolved, uploads.expected_sizes(up), mean)
+    st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on 2 free cores (MiniLM's measured "
+               f"{spec_lib.MINILM_TOKENS_PER_S:,} tokens/s): {guess.kept:,} training examples of {mean:.0f} tokens, "
+               f"{guess.steps:,} steps, {guess.evaluations} validations. Other work on the machine slows it several "
+               f"times over; the run's notes say how many threads it had.")
+
+
 st.subheader("What will run")
 for message in errors:
     st.error(message)
@@ -192,6 +249,9 @@ if resolved is not None:
     st.markdown(f"**{len(specs)} run{'s' if len(specs) > 1 else ''}:** " + ", ".join(labels))
     st.code(specs[0].cli() + (f"   # and seeds {', '.join(map(str, seeds[1:]))}" if len(specs) > 1 else ""),
             language="bash", wrap_lines=True)
+    length_note(resolved, info)
+    small_test_note(discipline)
+    time_note(resolved)
     with st.expander("The resolved spec (every default filled in; its hash is the run's key)"):
         st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
         st.caption(f"key {resolved.key}")

@@ -165,7 +165,7 @@ if mode == modes[1] and groups:
 else:
     if mode == modes[1]:
         st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
-    chosen = common.pick_run(store, key="runs.run")
+    chosen = common.pick_run(store, key="runs.run", arrive_at="running")
     state.set_qp(group=None)
     keys = [chosen["key"]] if chosen else []
 
@@ -176,8 +176,10 @@ if not keys:
 st.session_state.setdefault("keep.runs.smoothing", 0.6)
 st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", step=0.05,
           help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
+inits = {(store.get(k) or {}).get("spec", {}).get("init") for k in keys}
+colours = ": pretrained blue, random orange" if {"pretrained", "random"} <= inits else ""
 common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
-                 title="Train loss (solid) and validation metric (dashed): pretrained blue, random orange")
+                 title=f"Train loss (solid) and validation metric (dashed){colours}")
 cols = st.columns(3)
 cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
                   query_params={"runs": ",".join(keys)})
@@ -229,6 +231,11 @@ for key in keys:
                         f"{fmt_duration(result.get('wall_time_s'))} · "
                         f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
                         f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
+            interval, small = common.test_reliability(result)
+            if interval:
+                st.caption(f"Test accuracy: {interval}.")
+            if small:
+                st.warning(f"Too small to compare: {small}.", icon=":material/warning:")
         if record.get("error") or result.get("error"):
             st.error(record.get("error") or result["error"])
         st.caption(_ownership(record))

@@ -60,3 +60,18 @@ def test_thread_note_says_why_threads_were_given_up():
     assert cores.thread_note(2, 2, 0.1) == "trained on 2 CPU threads"
     assert cores.thread_note(1, 1, None) == "trained on 1 CPU thread"
     assert cores.thread_note(1, 2, 0.96) == "trained on 1 CPU thread of 2: other processes kept 1.0 cores busy"
+
+
+def test_the_governor_takes_back_cores_that_free_up(monkeypatch):
+    """Issue 13: a run that started beside a busy process kept 1 thread for its whole 6 minutes."""
+    samples = iter([cores.CpuSample(0.0, 0, 0), cores.CpuSample(30.0, 3000, 0),  # 1 core busy elsewhere
+                    cores.CpuSample(60.0, 3000, 0)])  # then idle
+    monkeypatch.setattr(cores, "sample", lambda: next(samples))
+    monkeypatch.setattr(cores.os, "cpu_count", lambda: 2)
+    clock = iter([10.0, 30.0, 60.0])
+    monkeypatch.setattr(cores.time, "monotonic", lambda: next(clock))
+    governor = cores.ThreadGovernor(requested=2, used=2, interval_s=20.0)
+    assert governor.check() is None  # 10 s: too early to look
+    assert governor.check() == (1, 1.0)  # a core busy elsewhere: one thread
+    assert governor.check() == (2, 0.0)  # freed: taken back
+    assert cores.history_note([[0, 1], [120, 2]]) == "threads while training: 1 CPU thread, 2 from step 120"

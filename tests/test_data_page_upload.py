@@ -60,3 +60,23 @@ def test_the_page_polls_a_save_running_in_a_subprocess():
     job.wait()
     at.run()
     assert "The upload was not saved" in shown(at) and "12 of 12 classes have fewer than 6" in shown(at)
+
+
+def test_a_name_already_saved_asks_before_it_is_replaced():
+    upload.save_upload("genes", "genes.csv", rows(2, 10))
+    at = data_page()
+    at.text_input(key="w:upload.name").set_value("genes").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Replace the saved upload **upload:genes**" in c.label for c in at.checkbox)
+    at.text_input(key="w:upload.name").set_value("other").run()
+    assert not any("Replace the saved upload" in c.label for c in at.checkbox)
+
+
+def test_a_save_with_a_suspicious_label_is_not_shown_as_plain_success():
+    data = "".join(f">s{i}|{i % 2}|{('training', 'testing')[i % 2]}\nACGT\n" for i in range(24)).encode()
+    job = upload.start_save("bars", "t.fasta", data + b">z|0|training\nAC\n>y|1|testing\nAC\n")
+    job.wait()
+    at = data_page(**{"upload.job": job})
+    at.run()
+    assert not at.success
+    assert any("split names, not classes" in w.value for w in at.warning)

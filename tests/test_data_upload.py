@@ -149,9 +149,11 @@ def test_csv_refusals_name_the_line_and_the_fix():
 
 def test_csv_over_long_sequence_is_refused_or_truncated():
     rows = two_class_rows(12) + [("A" * 30, "pos"), ("C" * 50, "neg")]
-    message = raises(r"line 14: sequence of length 30 > max_length 20", save_upload, "x", "x.csv",
-                     csv_bytes(rows), max_length=20)
-    assert "max_length=50" in message and "truncate=True" in message
+    message = raises(r"line 14: a sequence of 30 symbols is longer than the max length of 20", save_upload, "x",
+                     "x.csv", csv_bytes(rows), max_length=20, windows=False)
+    # The page's words, not the code's: its labels for the choices and the max length.
+    assert "a max length of 50" in message and "'cut into windows'" in message and "'cut to max length'" in message
+    assert "max_length=" not in message and "truncate=True" not in message
     info = save_upload("x", "x.csv", csv_bytes(rows), max_length=20, truncate=True)
     assert info.max_length == 20 and info.truncated == 2
 
@@ -223,7 +225,7 @@ def test_total_symbols_over_the_cap_are_refused_with_the_cap_named():
     rows = [("ACGT" * 10, "ab"[i % 2]) for i in range(100)]  # 40 symbols a row: the 26th row crosses
     message = raises(r"line 27: more than 1,000 symbols in all, the lab's cap on total symbols", save_upload,
                      "x", "x.csv", csv_bytes(rows), limits=limits)
-    assert "truncate=True" in message
+    assert "'cut to max length'" in message
     # Truncation counts: cut to 8 symbols a row, the same rows fit.
     info = save_upload("x", "x.csv", csv_bytes(rows), max_length=8, truncate=True, limits=limits)
     assert info.n_examples == 100 and info.truncated == 100
@@ -357,14 +359,14 @@ def test_midi_notes_sorted_by_onset_then_pitch():
 def test_midi_refusals_name_the_entry():
     entries = music_zip()
     entries["pieces/bach/broken.mid"] = b"MThd but not really"
-    raises(r"music.zip: pieces/bach/broken.mid: not a readable MIDI file \(\w+", save_upload, "m", "music.zip",
-           zip_bytes(entries))
+    raises(r"music.zip: 1 file\(s\) cannot be read as MIDI with notes: pieces/bach/broken.mid \(\w+", save_upload,
+           "m", "music.zip", zip_bytes(entries))
     entries = music_zip()
     entries["loose.mid"] = midi_bytes([60, 62])
     raises(r"'loose.mid' is not inside a class folder", save_upload, "m", "music.zip", zip_bytes(entries))
     entries = music_zip()
     entries["pieces/bach/drums.mid"] = midi_bytes([], drum_pitches=[36])
-    raises(r"drums.mid: no notes outside drum tracks", save_upload, "m", "music.zip", zip_bytes(entries))
+    raises(r"drums.mid \(no notes outside drum tracks\)", save_upload, "m", "music.zip", zip_bytes(entries))
     raises(r"not a readable zip archive", save_upload, "m", "music.zip", b"PK\x03\x04 broken")
     short = save_upload("short", "short.zip", zip_bytes(music_zip(notes=3)), max_length=4)
     assert short.n_examples == 12 and short.max_length == 3  # a piece shorter than a window stays whole
@@ -599,3 +601,157 @@ def test_streamlit_upload_limit_is_the_labs():
 
     config = tomllib.loads((paths.REPO_ROOT / ".streamlit" / "config.toml").read_text(encoding="utf-8"))
     assert config["server"]["maxUploadSize"] * 2**20 == UploadLimits().max_bytes  # both in MB: 50
+
+
+# ------------------------------------------------------------------- label and split fields (issue 13)
+
+
+def split_fasta(n_per_split=(16, 4, 4)):
+    """``>id|label|split`` headers, the common form whose last field is the split, not the class."""
+    records, i = [], 0
+    for split, n in zip(("training", "validation", "testing"), n_per_split):
+        for _ in range(n):
+            records.append(f">seq{i}|{i % 2}|{split}\n{'ACGT' if i % 2 else 'TTGA'}{'C' * (i % 3)}\n")
+            i += 1
+    return "".join(records).encode()
+
+
+def test_a_split_field_read_as_the_label_is_flagged_not_shown_as_classes():
+    # The default (text after the last '|') reads the split as the class: the save says so.
+    info = save_upload("bars", "t.fasta", split_fasta((16, 6, 6)))
+    assert info.class_names == ("testing", "training", "validation")
+    assert info.warnings and "split names, not classes" in info.warnings[0]
+    discipline = disciplines.get("upload:bars")
+    assert "Warning: the labels" in discipline.info(disciplines.parse_params(discipline, {})).notes
+
+
+def test_the_preview_suggests_the_label_and_the_files_own_split():
+    from labcore.data import fields
+
+    preview = fields.preview("fasta", split_fasta())
+    assert preview.fields == ("field 1", "field 2", "field 3") and preview.complete
+    assert (preview.label_field, preview.split_field) == ("field 2", "field 3")
+    assert preview.counts("field 2", "field 3") == {"train": {"0": 8, "1": 8}, "validation": {"0": 2, "1": 2},
+                                                   "test": {"0": 2, "1": 2}}
+    assert preview.warnings("field 2", "field 3") == []
+    assert preview.test_counts("field 2", "field 3", 2, 0.1) == {"0": 2, "1": 2}  # the file's own test split
+    assert preview.test_counts("field 2", "", 2, 0.1) == {"0": 2, "1": 2}  # 12 of each: a tenth, at least 2
+    assert fields.preview("fasta", split_fasta((18, 0, 0))).test_counts("field 2", "field 3", 2, 0.1) == \
+        {"0": 2, "1": 2}  # none given: a ninth of train
+    assert "split names, not classes" in preview.warnings("field 3")[0]
+    assert "looks like an id" in preview.warnings("field 1")[0]
+    assert "split names" in preview.warnings(fields.AFTER_LAST_BAR)[0]
+    # A split field of other values is flagged before anything is saved.
+    assert "name no split" in preview.warnings("field 3", "field 1")[-1]
+
+
+def test_the_chosen_label_and_split_fields_give_the_right_classes_and_splits():
+    info = save_upload("bars", "t.fasta", split_fasta(), label_field="field 2", split_field="field 3")
+    assert info.class_names == ("0", "1") and info.warnings == ()
+    assert info.split_counts == (16, 4, 4) and info.options.split_field == "field 3"
+    dataset, _ = disciplines.load("upload:bars", progress=lambda _m: None)
+    assert [len(dataset[s]) for s in ("train", "validation", "test")] == [16, 4, 4]
+    assert sorted(set(dataset["test"]["label"])) == [0, 1]
+
+
+def test_a_file_with_train_and_test_only_takes_validation_from_train():
+    info = save_upload("tt", "t.fasta", split_fasta((18, 0, 6)), label_field="field 2", split_field="field 3")
+    assert info.split_counts == (18, 0, 6)
+    dataset, _ = disciplines.load("upload:tt", progress=lambda _m: None)
+    assert [len(dataset[s]) for s in ("train", "validation", "test")] == [14, 4, 6]
+
+
+def test_split_field_refusals_name_the_line_and_the_rule():
+    raises(r"line 1: the split field \(field 1\) says 'seq0', which names no split", save_upload, "x", "t.fa",
+           split_fasta(), label_field="field 2", split_field="field 1")
+    raises(r"'0' has 1 in test", save_upload, "x", "t.fa", split_fasta((16, 4, 2)), label_field="field 2",
+           split_field="field 3")
+    raises(r"line 1: header 'a' has 1 field\(s\), so no field 2", save_upload, "x", "t.fa", b">a\nAC\n",
+           label_field="field 2")
+    with pytest.raises(LabError, match="both read from field 2"):
+        save_upload("x", "t.fa", split_fasta(), label_field="field 2", split_field="field 2")
+
+
+def test_csv_label_and_split_columns_are_chosen():
+    from labcore.data import fields
+
+    rows = [f"{'ACGT' if i % 2 else 'TTGA'},g{i},{'pos' if i % 2 else 'neg'},{('train', 'dev', 'test')[i % 3]}"
+            for i in range(36)]
+    data = ("sequence,id,class,fold\n" + "\n".join(rows) + "\n").encode()
+    preview = fields.preview("csv", data)
+    assert (preview.label_field, preview.split_field) == ("class", "fold")
+    info = save_upload("cols", "c.csv", data, label_field="class", split_field="fold")
+    assert info.class_names == ("neg", "pos") and info.split_counts == (12, 12, 12)
+    raises(r"the header must name the columns 'sequence' and 'label'", save_upload, "x", "c.csv", data)
+
+
+def fine_midi_bytes(beats=1100, resolution=10_080):
+    """A long piece at music21's resolution: its last tick passes pretty_midi's 10^7 guard."""
+    import mido
+
+    midi = mido.MidiFile(ticks_per_beat=resolution)
+    track = mido.MidiTrack()
+    midi.tracks.append(track)
+    for i in range(beats):
+        track.append(mido.Message("note_on", note=60 + i % 12, velocity=80, time=0))
+        track.append(mido.Message("note_on", note=64 + i % 5, velocity=80, time=0))
+        track.append(mido.Message("note_off", note=60 + i % 12, velocity=0, time=resolution))
+        track.append(mido.Message("note_off", note=64 + i % 5, velocity=0, time=0))
+    buffer = io.BytesIO()
+    midi.save(file=buffer)
+    return buffer.getvalue()
+
+
+def test_a_long_midi_at_10080_ticks_per_beat_is_read():
+    import pretty_midi
+
+    data = fine_midi_bytes()
+    with pytest.raises(ValueError, match="largest tick"):
+        pretty_midi.PrettyMIDI(io.BytesIO(data))  # the guard the issue ran into
+    pitches = music.pitches_from_midi(data)
+    assert len(pitches) == 2200
+    assert pitches[:4] == [60, 64, 61, 65]  # onset order kept, a chord bottom-up
+
+
+def test_every_unreadable_midi_is_named_at_once_and_can_be_skipped():
+    entries = music_zip()
+    entries["pieces/bach/long.mid"] = fine_midi_bytes(beats=1000)
+    for k in range(3):
+        entries[f"pieces/satie/broken{k}.mid"] = b"MThd but not really"
+    message = raises(r"3 file\(s\) cannot be read", save_upload, "m", "music.zip", zip_bytes(entries))
+    assert all(f"broken{k}.mid" in message for k in range(3)) and "long.mid" not in message
+    info = save_upload("m", "music.zip", zip_bytes(entries), skip_unreadable=True)
+    assert len(info.skipped) == 3 and info.n_groups == 13  # the long file is kept, the broken ones left out
+    discipline = disciplines.get("upload:m")
+    meta = discipline.info(disciplines.parse_params(discipline, {}))
+    assert "broken0.mid" in meta.notes and meta.run_notes == ("3 unreadable MIDI file(s) left out of the upload",)
+
+
+# ------------------------------------------------------------------------ long sequences (issue 13)
+
+
+def long_fasta(n=12, length=1000):
+    return "".join(f">r{i}|{'ab'[i % 2]}\n{('ACGT' if i % 2 else 'TTGA') * (length // 4)}\n"
+                   for i in range(n)).encode()
+
+
+def test_sequences_longer_than_max_length_are_cut_into_windows_that_vote():
+    assert upload.window_starts(1000, 510) == [0, 490] and upload.window_starts(1020, 510) == [0, 510]
+    info = save_upload("long", "l.fasta", long_fasta())  # the default: windows of 510 symbols
+    assert info.options.max_length == 510 and info.windowed == 12
+    assert info.n_examples == 24 and info.n_groups == 12 and info.max_length == 510 and info.truncated == 0
+    discipline = disciplines.get("upload:long")
+    meta = discipline.info(disciplines.parse_params(discipline, {}))
+    assert meta.vote_by_group and "12 sequence(s) of the upload longer than 510 symbols cut into windows" in meta.notes
+    assert meta.run_notes and "evaluation votes over them" in meta.run_notes[0]
+    dataset, _ = disciplines.load("upload:long", progress=lambda _m: None)
+    groups = {s: set(dataset[s]["group"]) for s in ("train", "validation", "test")}
+    assert not groups["train"] & groups["test"] and not groups["train"] & groups["validation"]
+    assert all(len(t) == 510 for s in dataset for t in dataset[s]["tokens"])
+    cut = save_upload("cut", "l.fasta", long_fasta(), truncate=True)
+    assert cut.windowed == 0 and cut.truncated == 12 and cut.n_examples == 12
+    assert disciplines.get("upload:cut").info(None).run_notes == (
+        "12 sequence(s) of the upload cut to its max length of 510 symbols (the rest of each is not seen)",)
+    short = save_upload("short", "s.fasta", long_fasta(length=100))
+    assert short.windowed == 0 and short.n_groups == 12  # no record cut: no groups, no vote
+    assert not disciplines.get("upload:short").info(None).vote_by_group

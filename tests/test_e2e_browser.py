@@ -179,3 +179,46 @@ def test_an_analysis_in_chromium(server):
             _shot(page, "11-analysis")
         finally:
             browser.close()
+
+
+def test_an_upload_with_split_fields_in_chromium(server, tmp_path):
+    """Issue 13: a FASTA of ``>id|label|split`` headers, whose last field is the split. The preview offers
+    the fields; picking field 2 as the label and field 3 as the split saves the right two classes."""
+    from playwright.sync_api import expect, sync_playwright
+
+    base, _cache = server
+    records = []
+    for i, split in enumerate(["training"] * 16 + ["validation"] * 4 + ["testing"] * 4):
+        records.append(f">seq{i}|{i % 2}|{split}\n{'ACGT' if i % 2 else 'TTGA'}{'C' * (i % 3)}\n")
+    fasta = tmp_path / "transcripts.fasta"
+    fasta.write_text("".join(records))
+
+    def choose(page, label: str, option: str) -> None:
+        page.get_by_test_id("stSelectbox").filter(has_text=label).click()
+        page.get_by_role("option", name=option, exact=True).click()
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 2200})
+            page.set_default_timeout(60_000)
+            page.goto(f"{base}/data")
+            page.get_by_role("tab", name="Your own data").click()
+            page.locator("input[type=file]").set_input_files(str(fasta))
+            expect(page.get_by_text("Preview (all 24 records)")).to_be_visible()
+            choose(page, "Label field", "field 3")  # the split as the label: the page says so
+            expect(page.get_by_text(re.compile("are split names, not classes")).first).to_be_visible()
+            choose(page, "Label field", "field 2")
+            choose(page, "Split", "field 3: the file's own split (train / valid / test)")
+            expect(page.get_by_text(re.compile("are split names, not classes"))).to_have_count(0)
+            _shot(page, "12-data-upload-preview")
+            name = page.get_by_label("Name (a-z, 0-9, -)")
+            name.fill("transcripts")
+            name.press("Enter")
+            page.get_by_role("button", name="Check and save").click()
+            saved = page.get_by_text(re.compile(r"Saved as discipline upload:transcripts: 24 examples, 2 classes \(0, 1\)"))
+            expect(saved).to_be_visible(timeout=120_000)
+            expect(page.get_by_text(re.compile("The file's own split: train 16, validation 4, test 4"))).to_be_visible()
+            _shot(page, "13-data-upload-saved")
+        finally:
+            browser.close()

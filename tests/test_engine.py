@@ -158,3 +158,33 @@ def test_a_max_length_beyond_the_model_runs_at_the_model_s_positions_and_says_so
     assert record.status == "done" and record.spec["max_length"] == 64
     assert record.key == resolve_spec(make_spec(**{**DIVERGING, "lr": 1e-3, "max_steps": 2, "max_length": 64})).key
     assert any("the model's limit (64 positions)" in note for note in record.notes), record.notes
+
+
+def test_two_deterministic_runs_give_identical_weights(tmp_path):
+    from safetensors.torch import load_file
+
+    spec = _spec(deterministic=True, lr=1e-3)
+    assert resolve_spec(spec).key != resolve_spec(_spec(lr=1e-3)).key  # the key says which
+    records = [run(spec, workdir=tmp_path / str(i), threads=2) for i in range(2)]
+    weights = [load_file(str(tmp_path / str(i) / "best.safetensors")) for i in range(2)]
+    assert weights[0].keys() == weights[1].keys()
+    assert all((weights[0][n] == weights[1][n]).all() for n in weights[0])
+    assert records[0].threads == [[0, 1]] and records[0].test == records[1].test
+    assert any(note.startswith("deterministic: trained on 1 CPU thread") for note in records[0].notes)
+    assert records[0].test_examples == 32 and records[0].test_classes >= 1
+
+
+def test_an_ordinary_run_records_its_threads(tmp_path):
+    record = run(_spec(), workdir=tmp_path, threads=1)
+    assert record.threads == [[0, 1]]
+
+
+def test_a_run_on_windowed_uploads_votes_and_says_so(tmp_path, monkeypatch):
+    from labcore.data import upload
+
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    data = "".join(f">r{i}|{'ab'[i % 2]}\n{('ACGT' if i % 2 else 'TTGA') * 12}\n" for i in range(30)).encode()
+    upload.save_upload("long", "l.fasta", data, max_length=20)  # 48 symbols: windows 0, 20, 28
+    record = run(_spec(discipline="upload:long", discipline_params={}, max_steps=2, eval_every=1))
+    assert record.status == "done" and record.test_examples == 4 and record.test_classes == 2  # 4 records (12 windows) vote
+    assert any("cut into windows of 20" in note for note in record.notes)

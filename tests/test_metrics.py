@@ -244,3 +244,19 @@ def test_aggregate_errors():
         aggregate([0.5, float("nan")])
     with pytest.raises(LabError, match="confidence must lie in"):
         aggregate([0.5, 0.6], confidence=95)
+
+
+def test_wilson_interval_and_the_small_test_rule():
+    from labcore.metrics import small_test_warning, wilson_interval
+
+    low, high = wilson_interval(10, 10)
+    assert (round(low, 4), high) == (0.7225, 1.0)  # 10 of 10 is not certainty
+    low, high = wilson_interval(5, 10)
+    assert (round(low, 4), round(high, 4)) == (0.2366, 0.7634)
+    low, high = wilson_interval(0, 1)
+    assert low == 0.0 and round(high, 4) == 0.7935
+    assert "fewer than 30" in small_test_warning(10, 2) and "steps of 0.10" in small_test_warning(10, 2)
+    assert "one class only" in small_test_warning(40, 1)
+    assert small_test_warning(30, 2) == "" and small_test_warning(0, 0) == ""
+    with pytest.raises(LabError):
+        wilson_interval(1, 0)

@@ -157,3 +157,33 @@ def test_spec_imports_no_torch_models_or_data():
             "m.startswith(('labcore.models', 'labcore.data', 'labcore.protocols'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_quick_budget_has_floors_that_explicit_choices_turn_off():
+    from labcore.spec import RESULTS_REVISION, make_spec, resolve
+
+    assert RESULTS_REVISION == 3  # the floors change what a quick run does
+    quick = resolve(make_spec(budget="quick"), "tokens")
+    assert (quick.min_steps, quick.min_evals, quick.min_train_examples) == (150, 8, 500)
+    frozen = resolve(make_spec(budget="quick", protocol="frozen"), "tokens")
+    assert (frozen.min_steps, frozen.min_evals) == (150, 8)
+    standard = resolve(make_spec(budget="standard"), "tokens")
+    assert (standard.min_steps, standard.min_evals, standard.min_train_examples) == (0, 8, 0)
+    paper = resolve(make_spec(budget="paper"), "tokens")
+    assert (paper.min_steps, paper.min_evals) == (0, 0)
+    chosen = resolve(make_spec(budget="quick", epochs=1.0, eval_every=5, train_token_budget=1000), "tokens")
+    assert (chosen.min_steps, chosen.min_evals, chosen.min_train_examples) == (0, 0, 0)
+    capped = resolve(make_spec(budget="quick", max_steps=10, min_steps=20), "tokens")
+    assert capped.min_steps == 20  # given explicitly: kept
+
+
+def test_the_time_a_quick_run_takes_follows_the_data():
+    from labcore.spec import estimate, make_spec, resolve
+
+    quick = resolve(make_spec(budget="quick"), "tokens")
+    splice = estimate(quick, (2868, 319, 319), 62.0)  # measured: 76-90 s
+    assert (splice.kept, splice.steps, splice.evaluations) == (2258, 284, 8) and 70 < splice.seconds < 110
+    small = estimate(quick, (86, 10, 10), 22.0)  # the 106-row CSV: 150 steps, not 12
+    assert small.steps == 150 and small.evaluations >= 8 and small.seconds < 60
+    long = estimate(quick, (1920, 240, 240), 512.0)  # 1,200 sequences of 1,000 symbols, in windows
+    assert long.kept == 500 and long.steps == 150 and long.seconds > 240  # minutes, and the page says so

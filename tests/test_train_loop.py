@@ -28,8 +28,8 @@ class Tiny(torch.nn.Module):
 
 def _cfg(**changes):
     values = dict(optimizer="adam", lr=0.05, schedule="linear", warmup_ratio=0.1, batch_size=8, epochs=2,
-                  max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=4, patience=0, seed=0, loss="ce",
-                  precision="fp32")
+                  max_steps=0, grad_clip=1.0, weight_decay=0.0, eval_every=4, patience=0, min_steps=0, min_evals=0,
+                  seed=0, loss="ce", precision="fp32")
     values.update(changes)
     return TrainConfig(**values)
 
@@ -134,3 +134,30 @@ def test_subsample_sizes():
     assert len(subsample(1000, ("fraction", 0.01), 0, 10, 0)) == 10
     assert len(subsample(1000, ("count", 500), 0, 10, 0)) == 500
     assert len(subsample(1000, ("full", 0), 2000, 10, 0)) == 200
+
+
+def test_budget_floors_fit_small_data():
+    """Issue 13: 106 examples (85 to train) x 2 epochs were 12 steps with one evaluation."""
+    from labcore.encode import subsample
+    from labcore.run import budget_notes
+
+    cfg = _cfg(batch_size=16, epochs=2.0, eval_every=40, min_steps=150, min_evals=8)
+    assert cfg.total_steps(85) == 150 and round(cfg.epochs_run(85), 1) == 25.0
+    assert cfg.evaluate_every(85) == 18  # 150 // 8: at least 8 evaluations
+    assert cfg.total_steps(2258) == 284 and cfg.evaluate_every(2258) == 40  # splice: 2 epochs, 8 evaluations, as before
+    assert _cfg(batch_size=16, epochs=2.0, min_steps=150, max_steps=40).total_steps(85) == 40  # a cap still caps
+    notes = budget_notes(cfg, 85)
+    assert "25.0 epochs instead of 2" in notes[0] and "at least 150 steps" in notes[0]
+    assert "validation every 18 steps instead of 40" in notes[1]
+    # 960 sequences of 512 tokens: the 140k-token cap alone keeps 273, the floor 500.
+    assert len(subsample(960, ("full", 0), 140_000, 512.0, 0)) == 273
+    assert len(subsample(960, ("full", 0), 140_000, 512.0, 0, min_examples=500)) == 500
+    assert subsample(300, ("full", 0), 140_000, 512.0, 0, min_examples=500) is None  # all 300 kept
+
+
+def test_a_short_run_draws_a_validation_curve():
+    data = _data(40)
+    events = _run(Tiny(), data, _cfg(epochs=2, eval_every=40, min_steps=30, min_evals=8))
+    evals = [e for e in events if e["type"] == "eval"]
+    end = [e for e in events if e["type"] == "train_end"][0]
+    assert end["total_steps"] == 30 and len(evals) >= 8

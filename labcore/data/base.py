@@ -68,6 +68,8 @@ class DisciplineInfo:
     bit_groups: int = 1
     assets: tuple[str, ...] = ()  # names in labcore.assets.ASSETS this discipline needs
     notes: str = ""  # split rule, caps, anything a user should know
+    # what every run on this data must say in its notes (sequences cut or windowed at upload, files left out)
+    run_notes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.input_kind not in INPUT_KINDS:

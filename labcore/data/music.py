@@ -155,7 +155,16 @@ def pitches_from_midi(source: str | os.PathLike | bytes | bytearray) -> list[int
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # pretty_midi warns about odd meta events; pitches are unaffected
         try:
-            midi = pretty_midi.PrettyMIDI(handle)
+            try:
+                midi = pretty_midi.PrettyMIDI(handle)
+            except ValueError as error:
+                if "largest tick" not in str(error):
+                    raise
+                # pretty_midi refuses a file whose last tick passes its MAX_TICK (10^7) as "likely
+                # corrupt", to bound its tick -> seconds table (8 bytes a tick). A long piece at a fine
+                # resolution (music21 writes 10,080 ticks per beat) is not corrupt: read it with mido
+                # and re-time it to a resolution under the limit, then read that.
+                midi = pretty_midi.PrettyMIDI(_coarser(source if isinstance(handle, str) else handle))
         # mido and pretty_midi raise OSError, EOFError, ValueError, KeyError, IndexError... for broken
         # files; every one of them means "not a MIDI file we can read".
         except Exception as error:  # noqa: BLE001
@@ -265,6 +274,32 @@ def split_pieces(pieces: Sequence[str], composer: str, seed: int) -> tuple[list[
     n_train = n - n_val - n_test
     return (sorted(chosen[:n_train]), sorted(chosen[n_train:n_train + n_val]),
             sorted(chosen[n_train + n_val:]))
+
+
+def _coarser(source: Any) -> io.BytesIO:
+    """A MIDI file (path or handle) re-timed by mido so that its last tick stays under pretty_midi's
+    MAX_TICK: every event's absolute tick is scaled and rounded (order kept; events closer than the
+    new resolution may share a tick). A file mido cannot read raises mido's error."""
+    import mido
+    import pretty_midi
+
+    if hasattr(source, "seek"):
+        source.seek(0)
+    midi = mido.MidiFile(file=source) if hasattr(source, "read") else mido.MidiFile(str(source))
+    last = max((sum(message.time for message in track) for track in midi.tracks), default=0) + 1
+    limit = int(pretty_midi.pretty_midi.MAX_TICK) // 2
+    resolution = max(1, midi.ticks_per_beat * limit // last)
+    for track in midi.tracks:
+        absolute = previous = 0
+        for message in track:
+            absolute += message.time
+            scaled = (absolute * resolution + midi.ticks_per_beat // 2) // midi.ticks_per_beat
+            message.time, previous = scaled - previous, scaled
+    midi.ticks_per_beat = resolution
+    out = io.BytesIO()
+    midi.save(file=out)
+    out.seek(0)
+    return out
 
 
 def _rescale_ticks(midi_file: Any, ticks_per_quarter: int) -> None:

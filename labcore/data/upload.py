@@ -3,13 +3,16 @@
 Formats, chosen by the file's extension (or by ``kind=``):
 
 * ``csv`` (``.csv``): a header naming the columns ``sequence`` and ``label`` (other columns are
-  ignored). A sequence is a string of one-character symbols (``ACGGTA``), unless some sequence in
+  ignored; ``label_field`` names another label column, ``split_field`` a column of split names). A sequence is a string of one-character symbols (``ACGGTA``), unless some sequence in
   the file contains whitespace: then *every* sequence is read as whitespace-separated symbols
   (``C4 E4 G4``). The label is the class name.
 * ``fasta`` (``.fasta .fa .faa .fna .fas``): each record's header is ``>id|label``; the label is the
   text after the *last* ``|`` (so ids such as ``sp|P12345`` keep their own bars). A header without
   ``|`` is an error: a bare ``>label`` is not accepted, because most FASTA files carry only ids
-  there and would silently become one class per record. Sequence lines may be wrapped; every
+  there and would silently become one class per record. ``label_field="field 2"`` reads the label
+  from the header's second field instead (fields split on ``|`` and whitespace), and
+  ``split_field="field 3"`` reads each record's split from its third (``>seq1|1|training``); see
+  :mod:`labcore.data.fields`, whose preview suggests both. Sequence lines may be wrapped; every
   character is one symbol and case is kept as written (``a`` and ``A`` differ).
 * ``midi`` (``.zip``): MIDI files (``.mid``, ``.midi``) inside class folders; the label is the name
   of the folder a file sits in (``composerA/piece1.mid`` -> ``composerA``). Each file becomes the
@@ -44,7 +47,9 @@ upload and a failed save leaves nothing behind.
 
 The discipline ``upload:NAME`` builds its data set from ``examples.npz`` (never parsing the file
 again) and splits it 80/10/10 (seeded, stratified by class; by file for MIDI), with at least
-``min_per_split`` examples of every class in every split. Its parameters carry the upload's
+``min_per_split`` examples of every class in every split; or, with a split field, as the file says
+(a split the file lacks is taken from train, a seeded ninth of each class). A save whose labels
+are all split names (``training``/``testing``) is kept but carries a warning in its manifest. Its parameters carry the upload's
 ``fingerprint`` (a prefix of its sha256), so replacing the file gives new cache keys instead of
 serving the old data.
 """
@@ -75,6 +80,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, Iterator
 
 from labcore import paths
+from labcore.data import fields
 from labcore.data.base import Discipline, DisciplineInfo, stratified_split
 from labcore.errors import DataValidationError, LabError, UnknownNameError
 
@@ -85,7 +91,8 @@ EXTENSIONS = {".csv": "csv", ".fasta": "fasta", ".fa": "fasta", ".faa": "fasta",
 STORED_NAMES = {"csv": "data.csv", "fasta": "data.fasta", "midi": "data.zip", "npz": "data.npz"}
 # Default max_length per kind: BERT-sized models have 512 positions (Kao & Lee truncate proteins to
 # 512); music is cut into 128-note segments as in Kao & Lee appendix G.4; images count patches.
-DEFAULT_MAX_LENGTH = {"csv": 512, "fasta": 512, "midi": 128, "npz": 512}
+# csv/fasta: 510 symbols, so [CLS], a window and [SEP] fill the 512 positions of the BERT-sized models.
+DEFAULT_MAX_LENGTH = {"csv": 510, "fasta": 510, "midi": 128, "npz": 512}
 MIDI_SUFFIXES = (".mid", ".midi")
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
 MANIFEST = "manifest.json"
@@ -148,7 +155,17 @@ class UploadOptions:
 
     max_length: int = 0  # symbols / notes per window / patches; 0 means the kind's default
     truncate: bool = False  # csv/fasta: cut over-long sequences instead of refusing them
+    # csv/fasta: cut over-long sequences into windows of max_length (a record's windows share its split
+    # and vote at evaluation) instead of refusing them; truncate wins where both are set. False in
+    # manifests saved before windows existed.
+    windows: bool = False
     patch_size: int = 4  # npz: side of the square patches
+    # csv/fasta: the field holding the label (labcore.data.fields): a CSV column, or a FASTA header's
+    # "field N"; "" is the default (the column 'label'; the text after the header's last '|')
+    label_field: str = ""
+    # csv/fasta: the field holding each record's split (train/valid/test names); "" for a seeded split
+    split_field: str = ""
+    skip_unreadable: bool = False  # midi: leave out files no MIDI reader can parse (listed) instead of refusing
 
 
 @dataclass(frozen=True)
@@ -176,6 +193,13 @@ class UploadInfo:
     limits: UploadLimits
     examples_sha256: str = ""  # of examples.npz; empty in format 1 manifests (no examples.npz)
     format: int = MANIFEST_FORMAT
+    # examples per split when the file gives its own (options.split_field), train/validation/test
+    split_counts: tuple[int, ...] = ()
+    warnings: tuple[str, ...] = ()  # what the save found suspicious (labels that are split names, ...)
+    skipped: tuple[str, ...] = ()  # midi: zip entries left out as unreadable (options.skip_unreadable)
+    windowed: int = 0  # csv/fasta: records longer than max length cut into windows (options.windows)
+    class_units: tuple[int, ...] = ()  # records (MIDI: files) per class, where windows make them differ
+    n_symbols: int = 0  # symbols of all examples together (tokens uploads; 0 in older manifests)
 
     @property
     def fingerprint(self) -> str:
@@ -187,8 +211,9 @@ class UploadInfo:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "UploadInfo":
         values = dict(data)
-        for key in ("alphabet", "class_names", "class_counts"):
-            values[key] = tuple(values[key])
+        for key in ("alphabet", "class_names", "class_counts", "split_counts", "warnings", "skipped", "class_units"):
+            if key in values:
+                values[key] = tuple(values[key])
         values["options"] = UploadOptions(**values["options"])
         values["limits"] = UploadLimits.from_dict(values["limits"])
         return cls(**values)
@@ -299,8 +324,8 @@ class SaveRequest:
 
 
 def save_request(name: str, filename: str, size: int, kind: str | None = None, *, max_length: int = 0,
-                 truncate: bool = False, patch_size: int = 4,
-                 limits: UploadLimits = UploadLimits()) -> SaveRequest:
+                 truncate: bool = False, windows: bool = True, patch_size: int = 4, label_field: str = "",
+                 split_field: str = "", skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveRequest:
     """Check everything that needs no parsing (name, format, options, size); raise the refusal at once."""
     name = _check_name(name)
     kind = detect_kind(filename, kind)
@@ -310,9 +335,28 @@ def save_request(name: str, filename: str, size: int, kind: str | None = None, *
     if patch_size < 1:
         raise LabError(f"patch_size must be at least 1, not {patch_size}")
     _check_size(size, shown, limits)
+    label_field, split_field = _check_fields(kind, label_field.strip(), split_field.strip())
     options = UploadOptions(max_length=max_length or DEFAULT_MAX_LENGTH[kind], truncate=truncate,
-                            patch_size=patch_size)
+                            windows=windows and not truncate and kind in ("csv", "fasta"),
+                            patch_size=patch_size, label_field=label_field, split_field=split_field,
+                            skip_unreadable=skip_unreadable)
     return SaveRequest(name=name, kind=kind, filename=shown, options=options, limits=limits)
+
+
+def _check_fields(kind: str, label_field: str, split_field: str) -> tuple[str, str]:
+    if (label_field or split_field) and kind not in ("csv", "fasta"):
+        raise LabError(f"a label field and a split field are chosen only for CSV and FASTA files, not {kind}")
+    if kind == "csv":
+        label_field = (label_field or fields.LABEL_COLUMN).lower()
+        split_field = split_field.lower()
+    for name in (label_field, split_field):
+        if kind == "fasta" and name and fields.field_index(name) is None:
+            raise LabError(f"{name!r} names no field of a FASTA header; choose 'field 1', 'field 2', ... (the "
+                           f"header split on '|' and whitespace)")
+    if split_field and split_field == label_field:
+        raise LabError(f"the label and the split are both read from {fields.describe_field(kind, label_field)}; "
+                       f"choose two different fields")
+    return label_field, split_field
 
 
 def _check_size(size: int, source: str, limits: UploadLimits) -> None:
@@ -329,19 +373,26 @@ def _as_bytes(data: Any, filename: str) -> bytes | bytearray | memoryview:
 
 
 def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, *,
-                max_length: int = 0, truncate: bool = False, patch_size: int = 4,
+                max_length: int = 0, truncate: bool = False, windows: bool = True, patch_size: int = 4,
+                label_field: str = "",
+                split_field: str = "", skip_unreadable: bool = False,
                 limits: UploadLimits = UploadLimits()) -> UploadInfo:
     """Validate ``data`` and store it as upload ``name``, replacing an older upload of that name.
 
     ``filename`` gives the format by its extension unless ``kind`` names it. ``max_length`` (0: the
     kind's default) bounds symbols per sequence, notes per MIDI window or patches per image; with
-    ``truncate=True`` longer CSV/FASTA sequences are cut instead of refused. Raises
+    ``windows`` (the default) longer CSV/FASTA sequences are cut into windows of ``max_length`` whose
+    votes make the record's prediction, with ``truncate=True`` they are cut to ``max_length``, with
+    neither they are refused. ``label_field`` and
+    ``split_field`` say which CSV column or FASTA header field (``field 2``) holds the label and the
+    file's own split (see :mod:`labcore.data.fields`). Raises
     :class:`DataValidationError` naming the line or file and the fix; then nothing is stored or changed.
     Parses in this process; the Data page uses :func:`start_save`, which parses in a subprocess.
     """
     data = _as_bytes(data, filename)
-    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
-                           patch_size=patch_size, limits=limits)
+    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate, windows=windows,
+                           patch_size=patch_size, label_field=label_field, split_field=split_field,
+                           skip_unreadable=skip_unreadable, limits=limits)
     folder = _pending_folder(data)
     try:
         return save_file(request, folder / _INPUT)
@@ -388,6 +439,11 @@ def save_file(request: SaveRequest, path: Path) -> UploadInfo:
         n_groups=len(parsed.group_names) if parsed.groups is not None else len(parsed.labels),
         max_length=parsed.longest, truncated=parsed.truncated, ignored_entries=parsed.ignored,
         options=request.options, limits=limits, examples_sha256=_sha256(examples),
+        split_counts=tuple(int(n) for n in np.bincount(parsed.splits, minlength=3)) if parsed.splits is not None
+        else (),
+        warnings=_warnings(parsed, request.options, request.kind), skipped=parsed.skipped,
+        windowed=parsed.windowed, class_units=_class_units(parsed),
+        n_symbols=int(len(parsed.tokens)) if parsed.tokens is not None else 0,
     )
     _store(info, path, examples)
     return info
@@ -521,7 +577,8 @@ def _tail(path: Path, limit: int = 400) -> str:
 
 
 def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *, max_length: int = 0,
-               truncate: bool = False, patch_size: int = 4, limits: UploadLimits = UploadLimits()) -> SaveJob:
+               truncate: bool = False, windows: bool = True, patch_size: int = 4, label_field: str = "",
+               split_field: str = "", skip_unreadable: bool = False, limits: UploadLimits = UploadLimits()) -> SaveJob:
     """Start checking and saving an upload in a subprocess; poll the returned job for its result.
 
     What needs no parsing (name, format, options, size) is checked here and refused at once with a
@@ -530,8 +587,9 @@ def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *
     time and memory, never the caller (the Streamlit server).
     """
     data = _as_bytes(data, filename)
-    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate,
-                           patch_size=patch_size, limits=limits)
+    request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate, windows=windows,
+                           patch_size=patch_size, label_field=label_field, split_field=split_field,
+                           skip_unreadable=skip_unreadable, limits=limits)
     _remove_stale_pending()
     folder = _pending_folder(data)
     try:
@@ -604,11 +662,14 @@ class ParsedUpload:
     vectors: Any = None  # input_kind "vectors": float32 array [N, patches, vector_dim]
     groups: Any = None  # MIDI: int32 [N], index into group_names (the file each window comes from)
     group_names: tuple[str, ...] = ()
+    splits: Any = None  # int8 [N] when the file gives its own split: 0 train, 1 validation, 2 test
     alphabet: tuple[str, ...] = ()
     vector_dim: int = 0
     longest: int = 0
     truncated: int = 0
     ignored: int = 0
+    skipped: tuple[str, ...] = ()  # MIDI entries left out as unreadable
+    windowed: int = 0  # records cut into windows
 
     def arrays(self) -> dict[str, Any]:
         """The arrays saved as examples.npz (no object arrays: they load with allow_pickle=False)."""
@@ -620,6 +681,8 @@ class ParsedUpload:
             out["vectors"] = self.vectors
         if self.groups is not None:
             out.update(groups=self.groups, group_names=np.array(self.group_names, dtype=str))
+        if self.splits is not None:
+            out["splits"] = self.splits
         return out
 
 
@@ -701,6 +764,7 @@ class _Examples:
         self.labels = array.array("i")
         self.groups = array.array("i")
         self.group_names: dict[str, int] = {}
+        self.splits = array.array("b")  # the file's own split per example (0, 1, 2), when it gives one
         self.symbols: dict[str, int] = {s: i for i, s in enumerate(alphabet)}
         self.fixed = bool(alphabet)  # MIDI: the alphabet is all 128 pitches, ids given
         self.known = set(self.symbols)
@@ -708,6 +772,7 @@ class _Examples:
         self.classes: dict[str, int] = {}
         self.longest = 0
         self.too_long = 0
+        self.windowed = 0  # records cut into windows (options.windows)
         self.first_too_long: tuple[str, int] | None = None  # where, length
         self.longest_too_long = 0
 
@@ -742,8 +807,8 @@ class _Examples:
         if total > limits.max_total_symbols:
             raise DataValidationError(
                 f"{self.source}: {where}: more than {limits.max_total_symbols:,} symbols in all, the lab's cap "
-                f"on total symbols; upload fewer or shorter sequences (a smaller max_length with "
-                f"truncate=True cuts every sequence)")
+                f"on total symbols; upload fewer or shorter sequences (a smaller max length with "
+                f"'cut to max length' cuts every sequence)")
         return length
 
     def _new_symbol(self, symbol: str, where: str) -> int:
@@ -760,12 +825,28 @@ class _Examples:
             self.table[ord(symbol)] = chr(new)
         return new
 
-    def add(self, sequence: str, label: str, where: str) -> None:
-        """One example: a stripped, non-empty sequence (characters, or whitespace-separated symbols)."""
+    def add(self, sequence: str, label: str, where: str, split: str = "") -> None:
+        """One example: a stripped, non-empty sequence (characters, or whitespace-separated symbols).
+
+        ``split`` is the value of the file's split field, when one is chosen."""
         if not self.spaced and _WHITESPACE.search(sequence):
             raise _Spaced
         klass = self._klass(label, where)
         parts: Any = sequence.split() if self.spaced else sequence
+        split_id = self._split(split, where) if self.options.split_field else -1
+        limit = self.options.max_length
+        if self.options.windows and not self.options.truncate:
+            # Every record is a group (its windows vote together and share a split); a record longer
+            # than max length is cut into windows of max length covering it, the last one ending at
+            # its end (overlapping the one before where the length is not a multiple).
+            starts = [0] if len(parts) <= limit else window_starts(len(parts), limit)
+            self.windowed += len(starts) > 1
+            for start in starts:
+                self._add(parts[start:start + limit], klass, where, split_id, group=where)
+        else:
+            self._add(parts, klass, where, split_id)
+
+    def _add(self, parts: Any, klass: int, where: str, split_id: int, group: str | None = None) -> None:
         keep = self._room(len(parts), where)
         parts = parts[:keep]
         if self.spaced:
@@ -776,7 +857,22 @@ class _Examples:
                 for symbol in sorted(set(parts) - self.known):
                     self._new_symbol(symbol, where)
             self.ids += parts.translate(self.table).encode(self.encoding)
+        if split_id >= 0:
+            self.splits.append(split_id)
+        if group is not None:
+            self.groups.append(self.group_names.setdefault(group, len(self.group_names)))
         self._end(keep, klass)
+
+    def _split(self, value: str, where: str) -> int:
+        named = fields.split_of(value)
+        if named is None:
+            field = fields.describe_field("fasta" if self.options.split_field.startswith("field ") else "csv",
+                                          self.options.split_field)
+            raise DataValidationError(
+                f"{self.source}: {where}: the split field ({field}) says {value[:40]!r}, which names no split; "
+                f"every record needs train/training, valid/validation/dev or test/testing there, or choose "
+                f"no split field (a seeded 80/10/10 split)")
+        return fields.SPLITS.index(named)
 
     def add_ids(self, ids: list[int], label: str, group: str, where: str) -> None:
         """One example of ids into the fixed alphabet (MIDI pitches), from the file ``group``."""
@@ -797,10 +893,11 @@ class _Examples:
         if self.too_long and not self.options.truncate:
             where, length = self.first_too_long
             raise DataValidationError(
-                f"{self.source}: {where}: sequence of length {length} > max_length {limit} "
+                f"{self.source}: {where}: a sequence of {length} symbols is longer than the max length of {limit} "
                 f"({self.too_long} sequence(s) are longer, the longest has {self.longest_too_long}); upload "
-                f"again with max_length={self.longest_too_long}, or with truncate=True to cut sequences to "
-                f"{limit} symbols")
+                f"again choosing 'cut into windows' (evaluation votes over a record's windows) or 'cut to max "
+                f"length' for longer sequences, or a max length of {self.longest_too_long} (a model cuts its "
+                f"inputs to its own positions: 512 for the BERT-sized ones)")
         ids = np.frombuffer(self.ids, dtype=np.uint8 if self.width == 1 else np.uint16)
         if self.fixed:
             alphabet = tuple(self.symbols)
@@ -814,12 +911,15 @@ class _Examples:
         relabel[[self.classes[c] for c in class_names]] = np.arange(len(class_names), dtype=np.int32)
         offsets = np.zeros(len(self.ends) + 1, dtype=np.int64)
         offsets[1:] = np.frombuffer(self.ends, dtype=np.int64)
-        groups = np.frombuffer(self.groups, dtype=np.int32).copy() if self.group_names else None
+        # Records as groups only where some record was cut into windows (or MIDI, where files are).
+        keep_groups = self.group_names and (self.fixed or self.windowed)
+        groups = np.frombuffer(self.groups, dtype=np.int32).copy() if keep_groups else None
+        splits = np.frombuffer(self.splits, dtype=np.int8).copy() if self.options.split_field else None
         return ParsedUpload(
             input_kind="tokens", class_names=class_names,
             labels=relabel[np.frombuffer(self.labels, dtype=np.int32)], tokens=ids, offsets=offsets,
-            groups=groups, group_names=tuple(self.group_names), alphabet=alphabet, longest=self.longest,
-            truncated=self.too_long)
+            groups=groups, group_names=tuple(self.group_names) if keep_groups else (), splits=splits,
+            alphabet=alphabet, longest=self.longest, truncated=self.too_long, windowed=self.windowed)
 
 
 def _parse_csv(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
@@ -838,12 +938,20 @@ def _read_csv(handle: BinaryIO, examples: _Examples, source: str) -> ParsedUploa
         while header is not None and not any(cell.strip() for cell in header):
             header = next(reader, None)  # leading blank lines
         columns = [cell.strip().lower() for cell in header or []]
-        if "sequence" not in columns or "label" not in columns:
+        options = examples.options
+        label_column = options.label_field or fields.LABEL_COLUMN
+        if "sequence" not in columns or label_column not in columns:
             found = ", ".join(repr(c) for c in (header or [])[:5]) or "nothing"
+            which = "'label'" if label_column == fields.LABEL_COLUMN else f"{label_column!r} (the label field chosen)"
             raise DataValidationError(f"{source}: line {reader.line_num or 1}: the header must name the "
-                                      f"columns 'sequence' and 'label' (found {found}); add a first line "
-                                      f"sequence,label above the examples")
-        i_seq, i_label = columns.index("sequence"), columns.index("label")
+                                      f"columns 'sequence' and {which} (found {found}); add a first line "
+                                      f"sequence,label above the examples, or choose the label column")
+        if options.split_field and options.split_field not in columns:
+            raise DataValidationError(f"{source}: line {reader.line_num or 1}: no column "
+                                      f"{options.split_field!r} (the split field chosen); choose one of "
+                                      f"{', '.join(columns)}")
+        i_seq, i_label = columns.index("sequence"), columns.index(label_column)
+        i_split = columns.index(options.split_field) if options.split_field else None
         for row in reader:
             if not any(cell.strip() for cell in row):
                 continue
@@ -860,7 +968,7 @@ def _read_csv(handle: BinaryIO, examples: _Examples, source: str) -> ParsedUploa
             if not label:
                 raise DataValidationError(f"{source}: line {number}: missing label; every example needs "
                                           f"its class name in the label column")
-            examples.add(sequence, label, f"line {number}")
+            examples.add(sequence, label, f"line {number}", row[i_split].strip() if i_split is not None else "")
     except csv.Error as error:
         raise DataValidationError(f"{source}: line {reader.line_num}: not valid CSV ({error}); save the "
                                   f"file as comma-separated text with a sequence,label header") from None
@@ -871,15 +979,26 @@ def _read_csv(handle: BinaryIO, examples: _Examples, source: str) -> ParsedUploa
 
 def _parse_fasta(handle: BinaryIO, source: str, options: UploadOptions, limits: UploadLimits) -> ParsedUpload:
     examples = _Examples(source, options, limits)
-    record: tuple[int, str, list[str]] | None = None  # header line, label, sequence parts
+    record: tuple[int, str, str, list[str]] | None = None  # header line, label, split, sequence parts
+    label_at = fields.field_index(options.label_field) if options.label_field else None
+    split_at = fields.field_index(options.split_field) if options.split_field else None
 
-    def finish(record: tuple[int, str, list[str]]) -> None:
-        number, label, parts = record
+    def finish(record: tuple[int, str, str, list[str]]) -> None:
+        number, label, split, parts = record
         sequence = "".join(parts)
         if not sequence:
             raise DataValidationError(f"{source}: line {number}: empty sequence (the record has a header "
                                       f"but no sequence lines); add its sequence or remove the record")
-        examples.add(sequence, label, f"line {number}")
+        examples.add(sequence, label, f"line {number}", split)
+
+    def field(header: str, at: int, number: int, what: str) -> str:
+        parts = fields.header_fields(header)
+        if at >= len(parts):
+            raise DataValidationError(f"{source}: line {number}: header {header[:60]!r} has {len(parts)} "
+                                      f"field(s), so no {fields.field_name(at)} for the {what}; give every "
+                                      f"header the same fields (split on '|' and spaces), or choose another "
+                                      f"field")
+        return parts[at]
 
     for number, raw in enumerate(_lines(handle, source), 1):
         line = raw.strip()
@@ -887,22 +1006,26 @@ def _parse_fasta(handle: BinaryIO, source: str, options: UploadOptions, limits: 
             continue
         if line.startswith(">"):
             header = line[1:].strip()
-            if "|" not in header:
+            if label_at is not None:
+                label = field(header, label_at, number, "label")
+            elif "|" not in header:
                 raise DataValidationError(f"{source}: line {number}: header {line[:60]!r} has no label; "
                                           f"write every header as >id|label (the label is the text after "
-                                          f"the last '|')")
-            label = header.rsplit("|", 1)[1].strip()
+                                          f"the last '|'), or choose the field that holds the label")
+            else:
+                label = fields.after_last_bar(header)
             if not label:
                 raise DataValidationError(f"{source}: line {number}: missing label after '|'; write the "
                                           f"header as >id|label")
+            split = field(header, split_at, number, "split") if split_at is not None else ""
             if record is not None:
                 finish(record)
-            record = (number, label, [])
+            record = (number, label, split, [])
         else:
             if record is None:
                 raise DataValidationError(f"{source}: line {number}: sequence before the first header; "
                                           f"start every record with a header line >id|label")
-            record[2].append("".join(line.split()))
+            record[3].append("".join(line.split()))
     if record is None:
         raise DataValidationError(f"{source} holds no FASTA records; start each with a header >id|label")
     finish(record)
@@ -917,9 +1040,12 @@ def _check_classes(parsed: ParsedUpload, source: str, limits: UploadLimits, kind
     np = _numpy()
     if parsed.groups is not None:  # MIDI: a file's windows share its class and its split
         first = np.unique(parsed.groups, return_index=True)[1]
-        units, what = parsed.labels[first], "MIDI files"
+        units, what = parsed.labels[first], "MIDI files" if kind == "midi" else "records"
     else:
         units, what = parsed.labels, "examples"
+    if parsed.splits is not None:
+        _check_own_split(parsed, source, limits)
+        return
     counts = np.bincount(units, minlength=len(parsed.class_names))
     need = limits.min_per_class
     small = [(parsed.class_names[i], int(counts[i])) for i in np.flatnonzero(counts < need)]
@@ -931,6 +1057,102 @@ def _check_classes(parsed: ParsedUpload, source: str, limits: UploadLimits, kind
             f"{shown}{more}. Each class needs {need} so that train, validation and test each hold "
             f"{limits.min_per_split} of it; add {what} to these classes, merge them into related ones, "
             f"or drop their rows")
+
+
+def _check_own_split(parsed: ParsedUpload, source: str, limits: UploadLimits) -> None:
+    """The file's own split: every class needs ``min_per_split`` examples in each split it gives, and
+    train enough more to give the splits it lacks (taken from train, see :func:`own_split`)."""
+    np = _numpy()
+    present = [i for i in range(3) if (parsed.splits == i).any()]
+    if 0 not in present:
+        raise DataValidationError(f"{source}: the split field names no training records; mark the records to "
+                                  f"train on with train or training")
+    missing = 3 - len(present)
+    short = []
+    for i in present:
+        counts = np.bincount(parsed.labels[parsed.splits == i], minlength=len(parsed.class_names))
+        need = limits.min_per_split * (1 + missing if i == 0 else 1)
+        short += [f"{parsed.class_names[c]!r} has {int(counts[c])} in {fields.SPLITS[i]}"
+                  for c in np.flatnonzero(counts < need)]
+    if short:
+        taken = (f" ({' and '.join(fields.SPLITS[i] for i in range(3) if i not in present)} are taken from "
+                 f"train, so train needs {limits.min_per_split * (1 + missing)})") if missing else ""
+        raise DataValidationError(
+            f"{source}: the file's own split leaves classes too small to measure: {'; '.join(short[:6])}"
+            f"{' ...' if len(short) > 6 else ''}. Every class needs {limits.min_per_split} examples in each of "
+            f"train, validation and test{taken}; add examples, or choose no split field (a seeded 80/10/10 "
+            f"split)")
+
+
+def own_split(labels, splits, seed: int, min_per_split: int) -> tuple[list[int], list[int], list[int]]:
+    """Rows of train, validation and test as the file's split says; a split the file lacks is taken
+    from train: of each class, a seeded ninth of its training rows (at least ``min_per_split``)."""
+    import numpy as np
+
+    labels, splits = np.asarray(labels), np.asarray(splits).copy()
+    rng = np.random.default_rng(seed)
+    for lacking in [i for i in (1, 2) if not (splits == i).any()]:
+        for klass in np.unique(labels):
+            rows = np.flatnonzero((splits == 0) & (labels == klass))
+            take = max(min_per_split, int(round(len(rows) / 9)))
+            splits[rng.permutation(rows)[:take]] = lacking
+    return tuple(np.flatnonzero(splits == i).tolist() for i in range(3))  # type: ignore[return-value]
+
+
+def _class_units(parsed: ParsedUpload) -> tuple[int, ...]:
+    if parsed.groups is None:
+        return ()
+    np = _numpy()
+    first = np.unique(parsed.groups, return_index=True)[1]
+    return tuple(int(n) for n in np.bincount(parsed.labels[first], minlength=len(parsed.class_names)))
+
+
+def expected_test_size(up: UploadInfo) -> tuple[int, int]:
+    """How many units (records; MIDI files) the test split of ``upload:NAME`` holds, and of how many
+    classes, by the rules of :meth:`UploadedDiscipline.build` (the file's own split is counted in
+    examples, and a test split it lacks is estimated as a ninth of train)."""
+    classes = len(up.class_names)
+    if up.split_counts:
+        test = up.split_counts[2] or max(classes * up.limits.min_per_split, round(up.split_counts[0] / 9))
+        return test, classes
+    units = up.class_units or up.class_counts
+    return sum(max(up.limits.min_per_split, int(round(u * SPLIT_FRACTIONS[2]))) for u in units), classes
+
+
+def expected_sizes(up: UploadInfo) -> tuple[int, int, int]:
+    """About how many examples (windows count one each) train, validation and test of ``upload:NAME`` hold."""
+    if up.split_counts:
+        train, validation, test = up.split_counts
+        carved = max(len(up.class_names) * up.limits.min_per_split, round(train / 9))
+        validation, test = validation or carved, test or carved
+        return up.n_examples - validation - test, validation, test
+    per_unit = up.n_examples / max(1, up.n_groups)
+    test = round(expected_test_size(up)[0] * per_unit)
+    return up.n_examples - 2 * test, test, test
+
+
+def window_starts(length: int, window: int) -> list[int]:
+    """Starts of windows of ``window`` symbols covering ``length``: consecutive, the last one ending at
+    the end (so it overlaps the one before when ``length`` is not a multiple).
+
+    >>> window_starts(1000, 510)
+    [0, 490]
+    >>> window_starts(1020, 510)
+    [0, 510]
+    """
+    starts = list(range(0, length - window + 1, window))
+    if starts[-1] + window < length:
+        starts.append(length - window)
+    return starts
+
+
+def _warnings(parsed: ParsedUpload, options: UploadOptions, kind: str) -> tuple[str, ...]:
+    out = []
+    if kind in ("csv", "fasta") and all(fields.split_of(c) for c in parsed.class_names):
+        out.append(f"the labels ({', '.join(parsed.class_names)}) are split names, not classes: the label was "
+                   f"read from {fields.describe_field(kind, options.label_field or (fields.LABEL_COLUMN if kind == 'csv' else ''))}; "
+                   f"upload again choosing the field that holds the class as the label and this one as the split")
+    return tuple(out)
 
 
 # ------------------------------------------------------------------------------------ zip archives
@@ -999,6 +1221,7 @@ def _parse_midi_zip(handle: BinaryIO, source: str, options: UploadOptions, limit
     # Pitches 0..127 are the ids; windows are never longer than max_length, so none is "too long".
     examples = _Examples(source, options, limits, alphabet=note_names())
     ignored = 0
+    unreadable: list[tuple[str, str]] = []  # entry, why
     with archive:
         for entry in sorted(archive.infolist(), key=lambda e: e.filename):
             if entry.is_dir():
@@ -1015,20 +1238,28 @@ def _parse_midi_zip(handle: BinaryIO, source: str, options: UploadOptions, limit
             try:
                 pitches = pitches_from_midi(budget.read(archive, entry))
             except UnreadableMidiError as error:
-                raise DataValidationError(f"{source}: {entry.filename}: not a readable MIDI file ({error.why}); "
-                                          f"export it again as a standard MIDI file or remove it from the "
-                                          f"zip") from None
+                unreadable.append((entry.filename, error.why))
+                continue
             if not pitches:
-                raise DataValidationError(f"{source}: {entry.filename}: no notes outside drum tracks; remove "
-                                          f"the file from the zip")
+                unreadable.append((entry.filename, "no notes outside drum tracks"))
+                continue
             # Full windows only, as the music discipline cuts them (equal-length examples, so no
             # short tail gets a full vote); a piece shorter than one window is kept whole.
             for cut in windows(pitches, window):
                 examples.add_ids(cut, parts[-2], "/".join(parts), entry.filename)
+    if unreadable and not options.skip_unreadable:
+        # Every unreadable file at once, so one upload (or one re-zip) deals with all of them.
+        listed = "; ".join(f"{name} ({why})" for name, why in unreadable[:20])
+        more = f"; and {len(unreadable) - 20} more" if len(unreadable) > 20 else ""
+        raise DataValidationError(f"{source}: {len(unreadable)} file(s) cannot be read as MIDI with notes: "
+                                  f"{listed}{more}. Skip them and save the rest (the option 'skip unreadable "
+                                  f"MIDI files', skip_unreadable=True), or export them again as standard MIDI "
+                                  f"files")
     if not len(examples):
-        raise DataValidationError(f"{source} holds no .mid or .midi files; zip class folders of MIDI files "
-                                  f"(composerA/piece1.mid)")
-    return dataclasses.replace(examples.finish(), ignored=ignored)
+        raise DataValidationError(f"{source} holds no readable .mid or .midi files; zip class folders of MIDI "
+                                  f"files (composerA/piece1.mid)")
+    return dataclasses.replace(examples.finish(), ignored=ignored,
+                               skipped=tuple(f"{name} ({why})" for name, why in unreadable))
 
 
 # ----------------------------------------------------------------------------------------- images
@@ -1180,22 +1411,41 @@ class UploadedDiscipline(Discipline):
 
     def info(self, params: Any) -> DisciplineInfo:
         up = self.upload
-        how = "by file (windows of a file vote)" if up.kind == "midi" else "by class"
+        how = ("by file (windows of a file vote)" if up.kind == "midi" else
+               "by record (windows of a record vote)" if up.windowed else "by class")
         counts = ", ".join(f"{c} {n}" for c, n in zip(up.class_names, up.class_counts))
-        extra = ""
+        run_notes = []
         if up.truncated:
-            extra += f" {up.truncated} sequence(s) truncated to {up.options.max_length}."
+            run_notes.append(f"{up.truncated} sequence(s) of the upload cut to its max length of "
+                             f"{up.options.max_length} symbols (the rest of each is not seen)")
+        if up.windowed:
+            run_notes.append(f"{up.windowed} sequence(s) of the upload longer than {up.options.max_length} symbols cut "
+                             f"into windows of {up.options.max_length}; a record's windows share its split and "
+                             f"evaluation votes over them")
+        if up.skipped:
+            run_notes.append(f"{len(up.skipped)} unreadable MIDI file(s) left out of the upload")
+        extra = "".join(f" {note[0].upper()}{note[1:]}." for note in run_notes[:2])
         if up.kind == "npz":
             extra += f" Patches of {up.options.patch_size}x{up.options.patch_size}, zero-padded."
         if up.ignored_entries:
             extra += f" {up.ignored_entries} zip entr(y/ies) skipped (hidden or not MIDI)."
+        if up.skipped:
+            extra += f" Unreadable MIDI file(s) left out: {'; '.join(up.skipped[:5])}."
+        split = f"Seeded 80/10/10 split, stratified {how}."
+        if up.options.split_field:
+            given = ", ".join(f"{s} {n}" for s, n in zip(fields.SPLITS, up.split_counts) if n)
+            split = (f"The file's own split ({given}; from {fields.describe_field(up.kind, up.options.split_field)})"
+                     + (", a split it lacks taken from train by a seeded ninth of each class." if 0 in up.split_counts
+                        else "."))
+        for warning in up.warnings:
+            extra += f" Warning: {warning}."
         return DisciplineInfo(
             name=self.name, title=self.title, input_kind=up.input_kind, output_kind="class",
             metric="accuracy", citation="User upload", source=up.filename, licence="as provided by the user",
             alphabet=up.alphabet, vector_dim=up.vector_dim, class_names=up.class_names,
-            max_length=up.max_length, vote_by_group=up.kind == "midi", vectors_are_patches=up.kind == "npz",
+            max_length=up.max_length, vote_by_group=up.kind == "midi" or up.windowed > 0, vectors_are_patches=up.kind == "npz",
             notes=f"Uploaded {up.created} ({up.kind}, sha256 {up.fingerprint}). {up.n_examples} examples: "
-                  f"{counts}. Seeded 80/10/10 split, stratified {how}.{extra}",
+                  f"{counts}. {split}{extra}", run_notes=tuple(run_notes),
         )
 
     def available(self) -> tuple[bool, str]:
@@ -1233,6 +1483,7 @@ class UploadedDiscipline(Discipline):
                                       f"and upload the file again") from None
         labels = arrays["labels"].astype(np.int64)
         groups = arrays["group_names"][arrays["groups"]].tolist() if "groups" in arrays else None
+        own = arrays.get("splits")
         if up.input_kind == "tokens":
             # Arrow straight from the flat arrays: one list<int64> column, no Python object per symbol.
             columns = {"label": pa.array(labels), "tokens": pa.ListArray.from_arrays(
@@ -1243,8 +1494,11 @@ class UploadedDiscipline(Discipline):
         else:
             table = datasets.Dataset.from_dict({"label": labels, "vectors": arrays["vectors"]}).data.table
         del arrays
-        parts = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
-                                 min_per_split=up.limits.min_per_split)
+        if own is not None:
+            parts = own_split(labels, own, params.seed, up.limits.min_per_split)
+        else:
+            parts = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
+                                     min_per_split=up.limits.min_per_split)
         # Each split is taken out of the table in Arrow; the fingerprints are given (the upload's
         # sha256 prefix and the seed), where datasets would otherwise hash every row to make them.
         return datasets.DatasetDict({
