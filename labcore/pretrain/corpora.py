@@ -1,0 +1,268 @@
+"""L1 corpora: what a model is pretrained on before it ever sees the task (Chiang & Lee §3, §4.3).
+
+Every corpus draws ids of one shared vocabulary, MiniLM's uncased WordPiece (30,522 ids), so the embedding
+table has the same size whatever the L1, and a pretrained model fine-tunes on English text with MiniLM's
+tokenizer and no new vocabulary. Special tokens ([PAD], [UNK], [CLS], [SEP], [MASK] and the 994
+[unusedN] slots) are never drawn. Sequences are 90 to 120 tokens long (Chiang §3), seeded: the same
+corpus name, size and seed give the same sequences on every machine.
+
+* ``uniform``: every id equally likely.
+* ``zipf``: ids drawn from the English unigram distribution: PyPI ``wordfreq``'s English word frequencies
+  (its "best" list, words down to 1e-7), each word split by MiniLM's tokenizer and its frequency credited
+  to every piece. Cached once under ``cache/corpora/``.
+* ``nested``: Chiang's stack grammar (after Papadimitriou & Jurafsky): at each position, with p = 0.4 (or
+  when the stack is empty) draw a token from the unigram distribution, emit it and push it; otherwise pop
+  and emit the popped token. Positions are kept for closing what is open, so every sequence is balanced.
+* ``nested-uniform``: the same grammar with uniformly drawn tokens (Chiang's "Artificial (Uniform)").
+* ``flat``: the same tokens and pair counts, but a close emits a uniformly chosen open token, not the
+  latest: pairs cross freely (Papadimitriou & Jurafsky's flat parentheses).
+* ``nested-50``, ``nested-500``, ``nested-5000``: the nested grammar over the 50 / 500 / 5,000 most
+  frequent ids only (Chiang §4.3: how many token types the L1 needs).
+"""
+
+from __future__ import annotations
+
+import os
+import zlib
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from labcore import assets, paths
+from labcore.errors import LabError
+from labcore.registry import Registry
+
+VOCAB_ASSET = "minilm"
+VOCAB_SIZE = 30_522
+MIN_LENGTH, MAX_LENGTH = 90, 120  # tokens per sequence, both included (Chiang §3)
+P_PUSH = 0.4  # the nested grammar's probability of opening a pair (Chiang §3)
+WORDFREQ_MIN = 1e-7  # rarer words add < 2 % of the mass and would only slow the mapping
+UNIGRAM_FORMAT = 1  # bump when the mapping from words to ids changes
+
+DrawFn = Callable[[int], np.ndarray]
+
+
+# ------------------------------------------------------------------------------------------ vocabulary
+
+
+@lru_cache(maxsize=1)
+def vocabulary() -> tuple[str, ...]:
+    """MiniLM's WordPiece tokens by id (needs the ``minilm`` asset)."""
+    folder = assets.require(VOCAB_ASSET)
+    tokens = tuple((folder / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    if len(tokens) != VOCAB_SIZE:
+        raise LabError(f"{folder / 'vocab.txt'} has {len(tokens)} tokens, expected {VOCAB_SIZE}; fetch the "
+                       f"minilm asset again (python -m labcore assets fetch minilm)")
+    return tokens
+
+
+def is_special(token: str) -> bool:
+    return token.startswith("[") and token.endswith("]")
+
+
+@lru_cache(maxsize=1)
+def sampleable_ids() -> np.ndarray:
+    """The ids a corpus may draw: every token that is not a special one."""
+    return np.asarray([i for i, t in enumerate(vocabulary()) if not is_special(t)], dtype=np.int64)
+
+
+def _unigram_path() -> Path:
+    from importlib import metadata
+
+    version = metadata.version("wordfreq")
+    return paths.cache_dir() / "corpora" / f"unigram-en-wordfreq{version}-v{UNIGRAM_FORMAT}.npy"
+
+
+def _build_unigram() -> np.ndarray:
+    import wordfreq
+    from tokenizers import Tokenizer
+
+    freqs = {w: f for w, f in wordfreq.get_frequency_dict("en", wordlist="best").items() if f >= WORDFREQ_MIN}
+    tokenizer = Tokenizer.from_file(str(assets.require(VOCAB_ASSET) / "tokenizer.json"))
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    weights = np.zeros(VOCAB_SIZE, dtype=np.float64)
+    words = list(freqs)
+    for word, encoding in zip(words, tokenizer.encode_batch(words, add_special_tokens=False)):
+        np.add.at(weights, np.asarray(encoding.ids, dtype=np.int64), freqs[word])
+    special = np.ones(VOCAB_SIZE, dtype=bool)
+    special[sampleable_ids()] = False
+    weights[special] = 0.0  # [UNK] collects the mass of unknown characters: never drawn
+    return weights / weights.sum()
+
+
+@lru_cache(maxsize=1)
+def english_unigram() -> np.ndarray:
+    """P(id) over the vocabulary from ``wordfreq``'s English frequencies (0 for specials and ids no word
+    of the list produces). Built once (about 3 s) and kept under ``cache/corpora/``."""
+    path = _unigram_path()
+    if path.is_file():
+        return np.load(path)
+    table = _build_unigram()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        np.save(handle, table)
+    os.replace(tmp, path)
+    return table
+
+
+# ------------------------------------------------------------------------------------------ distributions
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A categorical distribution over some ids, sampled by inverting its cumulative sum."""
+
+    ids: np.ndarray  # int64
+    probs: np.ndarray  # float64, sums to 1
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_cdf", np.cumsum(self.probs))  # once: sequences draw a few tokens at a time
+
+    @classmethod
+    def from_weights(cls, ids: np.ndarray, weights: np.ndarray) -> "Distribution":
+        keep = weights > 0
+        ids, weights = np.asarray(ids, dtype=np.int64)[keep], np.asarray(weights, dtype=np.float64)[keep]
+        return cls(ids, weights / weights.sum())
+
+    def top(self, n: int) -> "Distribution":
+        """The ``n`` most likely ids, renormalised (ties broken by the smaller id)."""
+        order = np.lexsort((self.ids, -self.probs))[:n]
+        return Distribution.from_weights(self.ids[order], self.probs[order])
+
+    def draw(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        cdf = self._cdf
+        index = np.searchsorted(cdf, rng.random(n) * cdf[-1], side="right")
+        return self.ids[np.minimum(index, len(self.ids) - 1)]
+
+
+def uniform_distribution() -> Distribution:
+    ids = sampleable_ids()
+    return Distribution(ids, np.full(len(ids), 1.0 / len(ids)))
+
+
+def zipf_distribution() -> Distribution:
+    table = english_unigram()
+    return Distribution.from_weights(np.arange(VOCAB_SIZE), table)
+
+
+# ------------------------------------------------------------------------------------------ grammars
+
+
+def bracket_sequence(rng: np.random.Generator, length: int, draw: DrawFn, *, nested: bool = True,
+                     p_push: float = P_PUSH) -> tuple[np.ndarray, np.ndarray]:
+    """One balanced sequence of ``length`` (even) tokens and its pairing: ``partner[t]`` is the position
+    that closes the pair opened at ``t``, and the other way round.
+
+    Opens with probability ``p_push`` (always on an empty stack, never when the remaining positions are
+    needed to close what is open); a close emits the token of the latest open pair (``nested``) or of a
+    uniformly chosen open pair (flat: pairs cross)."""
+    if length % 2:
+        raise LabError(f"a balanced sequence has an even length, got {length}")
+    fresh = draw(length // 2)
+    push = rng.random(length) < p_push
+    pick = rng.random(length)
+    tokens = np.empty(length, dtype=np.int64)
+    partner = np.empty(length, dtype=np.int64)
+    opened: list[int] = []
+    drawn = 0
+    for t in range(length):
+        if opened and (len(opened) >= length - t or not push[t]):
+            j = opened.pop() if nested else opened.pop(int(pick[t] * len(opened)))
+            tokens[t], partner[t], partner[j] = tokens[j], j, t
+        else:
+            tokens[t] = fresh[drawn]
+            drawn += 1
+            opened.append(t)
+    return tokens, partner
+
+
+def depths(partner: np.ndarray) -> np.ndarray:
+    """How many pairs are open at each position (after an open, before a close): nesting depth."""
+    positions = np.arange(len(partner))
+    step = np.where(partner > positions, 1, -1)
+    return np.cumsum(step) + (step < 0)
+
+
+# ------------------------------------------------------------------------------------------ the registry
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    description: str
+    distribution: Callable[[], Distribution]
+    grammar: str = "none"  # "none" | "nested" | "flat"
+    top: int = 0  # > 0: only the most frequent ``top`` ids
+    licence: str = "generated here (no licence needed); token ids of MiniLM's vocabulary (Apache-2.0)"
+
+    def tokens(self) -> Distribution:
+        dist = self.distribution()
+        return dist.top(self.top) if self.top else dist
+
+    def lengths(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        lengths = rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=n)
+        return lengths - lengths % 2 if self.grammar != "none" else lengths
+
+    def generate(self, n: int, seed: int = 0, *, structure: bool = False) -> list:
+        """``n`` sequences (int64 arrays of ids); with ``structure``, ``(tokens, partner)`` pairs for the
+        bracket grammars (``partner`` None for the others)."""
+        rng = np.random.default_rng([int(seed), zlib.crc32(self.name.encode())])
+        dist = self.tokens()
+        lengths = self.lengths(rng, n)
+        if self.grammar == "none":
+            flat = dist.draw(rng, int(lengths.sum()))
+            sequences = np.split(flat, np.cumsum(lengths)[:-1])
+            return [(s, None) for s in sequences] if structure else sequences
+        out = [bracket_sequence(rng, int(length), lambda k: dist.draw(rng, k), nested=self.grammar == "nested")
+               for length in lengths]
+        return out if structure else [tokens for tokens, _ in out]
+
+
+CORPORA: Registry[Corpus] = Registry("L1 corpus")
+
+
+def _register(corpus: Corpus) -> None:
+    CORPORA.register(corpus.name, corpus)
+
+
+_ZIPF_LICENCE = ("frequencies from PyPI wordfreq (code Apache-2.0, data CC BY-SA 4.0); ids of MiniLM's "
+                 "vocabulary (Apache-2.0)")
+_register(Corpus("uniform", "random tokens, every id equally likely (Chiang's random baseline)",
+                 uniform_distribution))
+_register(Corpus("zipf", "random tokens drawn from English unigram frequencies (Chiang's Zipf baseline)",
+                 zipf_distribution, licence=_ZIPF_LICENCE))
+_register(Corpus("nested", "nested parentheses: a stack grammar (push p=0.4, pop emits the matching token) "
+                           "over English unigram tokens (Chiang §3)", zipf_distribution, "nested",
+                 licence=_ZIPF_LICENCE))
+_register(Corpus("nested-uniform", "nested parentheses over uniformly drawn tokens (Chiang's Artificial "
+                                   "(Uniform))", uniform_distribution, "nested"))
+_register(Corpus("flat", "flat parentheses: the same pairs, but a close repeats a random open token, so pairs "
+                         "cross (Papadimitriou & Jurafsky)", zipf_distribution, "flat", licence=_ZIPF_LICENCE))
+for _n in (50, 500, 5000):
+    _register(Corpus(f"nested-{_n}", f"nested parentheses over the {_n:,} most frequent English ids only "
+                                     f"(Chiang §4.3)", zipf_distribution, "nested", top=_n, licence=_ZIPF_LICENCE))
+
+
+def corpus_names() -> list[str]:
+    return CORPORA.names()
+
+
+def corpus_stats(sequences: list, top: int = 30) -> dict:
+    """What the pages show of a corpus sample: its size, the most frequent ids with their share and, for
+    the bracket grammars, the distribution of nesting depths. ``sequences`` is a ``structure=True`` sample."""
+    tokens = np.concatenate([s for s, _ in sequences]) if sequences else np.zeros(0, dtype=np.int64)
+    ids, counts = np.unique(tokens, return_counts=True)
+    order = np.argsort(-counts, kind="stable")[:top]
+    stats = {"sequences": len(sequences), "tokens": int(len(tokens)), "distinct": int(len(ids)),
+             "top": [(int(ids[i]), float(counts[i] / max(1, len(tokens)))) for i in order]}
+    partners = [p for _, p in sequences if p is not None]
+    if partners:
+        values, counts = np.unique(np.concatenate([depths(p) for p in partners]), return_counts=True)
+        stats["depths"] = [(int(v), int(c)) for v, c in zip(values, counts)]
+    return stats
+
