@@ -46,7 +46,7 @@ def curves_from_events(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple
 
     A resumed (or restarted) attempt starts again at its checkpoint step: points an earlier attempt
     logged at or after that step are dropped, so the curve continues from the checkpoint instead of
-    doubling back. Names: ``train_loss``, ``lr``, ``<split>_loss`` and ``<split>_<metric>``.
+    doubling back. Names: ``train_loss``, ``lr``, ``train_accuracy`` (where steps carry one), ``<split>_loss`` and ``<split>_<metric>``.
     """
     out: dict[str, list[tuple[int, float]]] = {}
 
@@ -71,6 +71,7 @@ def curves_from_events(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple
             last_step = step
             add("train_loss", step, event.get("loss"))
             add("lr", step, event.get("lr"))
+            add("train_accuracy", step, event.get("accuracy"))  # MLM pretraining: masked accuracy of the batch
         elif kind == "eval":
             split = event.get("split", "validation")
             add(f"{split}_loss", int(event["step"]), event.get("loss"))

@@ -17,7 +17,7 @@ from typing import Any
 
 _EXPORTS = {
     "backbones": ("BACKBONES", "INITS", "BackboneInfo", "Source", "backbone_info", "backbone_names",
-                  "init_from_statistics", "known_positions", "load_backbone", "model_folder", "models_dir",
+                  "init_from_statistics", "install_folder", "known_positions", "made_here_names", "read_card", "load_backbone", "model_folder", "models_dir",
                   "positions_of", "resolve_backbone", "TINY_VOCAB"),
     "architectures": ("LAYOUTS", "Layout", "Structure", "structure"),
     "lab_model": ("INPUT_ADAPTERS", "POOLINGS", "DetachedEmbedding", "EmbeddingAdapter", "LabModel",

@@ -6,7 +6,8 @@
   the masked positions only.
 * :mod:`.engine`: the pretraining job itself, on the lab's training loop; the result is a ``lab:<name>``
   backbone folder.
-* :mod:`.bodies`: a finished run's body written out as a backbone folder (``run:<key>``).
+* :mod:`.export`: a model written as a backbone folder (``lab:<name>``); :mod:`.bodies`: a finished
+  run's body written out as one (``run:<key>``).
 
-Only :mod:`.corpora` and :mod:`.sizes` are torch-free; the pages and the job kind import those alone.
+Only :mod:`.corpora` and :mod:`.spec` are torch-free; the pages and the job kind import those alone.
 """
