@@ -180,9 +180,10 @@ PAGES = [
     st.Page(common.PAGES["attention"], title="Attention", icon=":material/visibility:", url_path="attention"),
     st.Page(common.PAGES["mapping"], title="Token mapping", icon=":material/swap_horiz:", url_path="mapping"),
     st.Page(common.PAGES["data"], title="Data", icon=":material/dataset:", url_path="data"),
+    st.Page(common.PAGES["pretrain"], title="Pretrain", icon=":material/school:", url_path="pretrain"),
 ]
 
 page = st.navigation(PAGES)
-state.persist_widgets(("exp.", "keep."))
+state.persist_widgets(("exp.", "keep.", "pre."))
 common.sidebar_status()
 page.run()

@@ -24,6 +24,7 @@ PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function p
     "attention": "pages/attention.py",
     "mapping": "pages/mapping.py",
     "data": "pages/data.py",
+    "pretrain": "pages/pretrain.py",
 }
 
 

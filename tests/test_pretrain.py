@@ -219,3 +219,22 @@ def test_the_pretrain_kind_runs_in_a_worker_and_is_served_from_the_cache_on_resu
     finally:
         os.killpg(worker.pid, signal.SIGKILL)
         worker.wait()
+
+
+@pytest.mark.integration
+def test_a_stopped_pretraining_resumes_from_its_checkpoint_to_the_same_model(fetched_assets, tmp_path):
+    spec = PretrainSpec(**{**TINY, "corpus": "zipf", "steps": 6, "name": "test-resume"})
+    straight = list(iter_pretrain(spec, key="k", workdir=tmp_path / "a", threads=1))[-1]["record"]
+    asked = {"n": 0}
+
+    def stop_at_three() -> str | None:  # polled once a step
+        asked["n"] += 1
+        return "interrupted" if asked["n"] == 3 else None
+
+    first = list(iter_pretrain(spec, key="k", workdir=tmp_path / "b", threads=1, should_stop=stop_at_three))
+    assert first[-1]["status"] == "interrupted" and (tmp_path / "b" / "resume.pt").is_file()
+    assert [e["step"] for e in first if e["type"] == "step"] == [1, 2, 3]
+    second = list(iter_pretrain(spec, key="k", workdir=tmp_path / "b", threads=1, resume=True))
+    assert [e["step"] for e in second if e["type"] == "step"] == [4, 5, 6]
+    assert second[-1]["record"]["final_loss"] == straight["final_loss"]
+    assert second[-1]["record"]["eval_loss"] == straight["eval_loss"]

@@ -128,3 +128,18 @@ def _mapped_mass(words: dict[str, float], unk: int) -> float:
     tokenizer.no_truncation()
     encoded = tokenizer.encode_batch(list(words), add_special_tokens=False)
     return sum(f * sum(1 for i in e.ids if i != unk) for f, e in zip(words.values(), encoded))
+
+
+def test_corpus_stats_and_figure_show_tokens_and_depths():
+    from labcore.figures import corpus_figure
+
+    rng = np.random.default_rng(2)
+    sample = [bracket_sequence(rng, 20, _draw(rng)) for _ in range(30)]
+    stats = corpora.corpus_stats(sample, top=5)
+    assert (stats["sequences"], stats["tokens"]) == (30, 600) and len(stats["top"]) == 5
+    assert sum(c for _, c in stats["depths"]) == 600 and min(d for d, _ in stats["depths"]) == 1
+    vocab = [f"t{i}" for i in range(2000)]
+    fig = corpus_figure(stats, vocab)
+    assert len(fig.data) == 2 and fig.data[0].x[0].startswith("t10")
+    flat_only = corpora.corpus_stats([(s, None) for s, _ in sample])
+    assert "depths" not in flat_only and len(corpus_figure(flat_only, vocab).data) == 1
