@@ -202,6 +202,20 @@ _register(Asset(
 ))
 
 _register(Asset(
+    name="janeaustenr",
+    kind="corpus",
+    source="debian",
+    package="r-cran-janeaustenr",
+    version="1.0.0-1",
+    members=(Member("usr/lib/R/site-library/janeaustenr/data/Rdata.rdb",
+                    "8fb5198960d0da724b1562f96e4221e5c1b41ff455000280b02c55980c3d8f21", 1601335),),
+    licence="MIT (R package janeaustenr, Julia Silge); the novels' texts are in the public domain",
+    description="Jane Austen's six completed novels as lines of text (an R lazy-load database): the "
+                "English L1 corpus for pretraining.",
+    default=False,  # only the english L1 corpus needs it
+))
+
+_register(Asset(
     name="music21-corpus",
     kind="corpus",
     source="installed",

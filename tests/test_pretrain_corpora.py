@@ -83,6 +83,8 @@ def test_distribution_draws_its_probabilities_and_top_renormalises():
 def test_every_corpus_draws_ordinary_tokens_in_length_and_is_seeded(fetched_assets):
     vocab = corpora.vocabulary()
     for name in corpora.corpus_names():
+        if name == "english":  # its own asset, not a default one: tested below
+            continue
         corpus = CORPORA[name]
         sequences = corpus.generate(40, seed=3)
         assert all(corpora.MIN_LENGTH <= len(s) <= corpora.MAX_LENGTH for s in sequences), name
@@ -143,3 +145,44 @@ def test_corpus_stats_and_figure_show_tokens_and_depths():
     assert len(fig.data) == 2 and fig.data[0].x[0].startswith("t10")
     flat_only = corpora.corpus_stats([(s, None) for s, _ in sample])
     assert "depths" not in flat_only and len(corpus_figure(flat_only, vocab).data) == 1
+
+
+# -------------------------------------------------------------------- english (Jane Austen)
+
+
+def test_r_lazy_load_records_are_read_in_order_whatever_their_compression():
+    import bz2
+    import lzma
+    import struct
+    import zlib
+
+    from labcore.pretrain.english import paragraphs, rdb_records
+
+    payloads = [b"X\nfirst" * 50, b"second" * 40, b"third" * 30, b"fourth" * 20]
+    raw = (struct.pack(">I", len(payloads[0])) + zlib.compress(payloads[0])
+           + struct.pack(">I", len(payloads[1])) + b"2" + bz2.compress(payloads[1])
+           + struct.pack(">I", len(payloads[2])) + b"X" + lzma.compress(payloads[2])
+           + struct.pack(">I", len(payloads[3])) + b"0" + payloads[3])
+    assert rdb_records(raw) == payloads
+    assert paragraphs(["CHAPTER I", "", "It is a truth", "universally acknowledged", "", ""]) == \
+        ["CHAPTER I", "It is a truth universally acknowledged"]
+
+
+@pytest.mark.integration
+def test_english_is_austen_in_wordpiece_ids_with_a_held_out_tail(fetched_assets):
+    from labcore.pretrain import english
+
+    stream = english.token_stream()
+    assert 800_000 < len(stream) < 1_100_000  # six novels, about 0.9 M WordPiece ids
+    vocab = corpora.vocabulary()
+    assert not any(corpora.is_special(vocab[i]) for i in np.unique(stream))
+    text = " ".join(vocab[i] for i in stream[:2000])
+    assert "emma wood ##house , handsome , clever , and rich" in text  # the first novel's opening
+    cut = int(len(stream) * (1 - english.HELD_OUT_SHARE))
+    corpus = CORPORA["english"]
+    for held_out, part in ((False, stream[:cut]), (True, stream[cut:])):
+        for window in corpus.generate(20, seed=1, held_out=held_out):
+            assert corpora.MIN_LENGTH <= len(window) <= corpora.MAX_LENGTH
+            hits = [i for i in np.flatnonzero(part == window[0]) if np.array_equal(part[i:i + len(window)], window)]
+            assert hits, "a window is a contiguous piece of its part of the text"
+    assert corpus.tokens().probs.max() > 0.02  # the commonest id (",") is a few per cent of English text

@@ -18,11 +18,15 @@ corpus name, size and seed give the same sequences on every machine.
   latest: pairs cross freely (Papadimitriou & Jurafsky's flat parentheses).
 * ``nested-50``, ``nested-500``, ``nested-5000``: the nested grammar over the 50 / 500 / 5,000 most
   frequent ids only (Chiang §4.3: how many token types the L1 needs).
+* ``english``: windows of Jane Austen's novels (:mod:`labcore.pretrain.english`, Debian
+  ``r-cran-janeaustenr``), the upper bound, as Chiang's English Wikipedia.
+
+Held-out sequences (``held_out=True``) come from another seed for the generated corpora, and from the
+last 5 % of the text for ``english``, so a held-out accuracy never scores memorised training text.
 """
 
 from __future__ import annotations
 
-import os
 import zlib
 from dataclasses import dataclass
 from functools import lru_cache
@@ -33,40 +37,19 @@ import numpy as np
 
 from labcore import assets, paths
 from labcore.errors import LabError
+from labcore.pretrain.vocab import (VOCAB_ASSET, VOCAB_SIZE, cached_array, is_special, sampleable_ids,
+                                    vocabulary)
 from labcore.registry import Registry
 
-VOCAB_ASSET = "minilm"
-VOCAB_SIZE = 30_522
+__all__ = ["CORPORA", "VOCAB_SIZE", "Corpus", "Distribution", "bracket_sequence", "corpus_names", "corpus_stats",
+           "depths", "english_unigram", "is_special", "sampleable_ids", "vocabulary"]
+
 MIN_LENGTH, MAX_LENGTH = 90, 120  # tokens per sequence, both included (Chiang §3)
 P_PUSH = 0.4  # the nested grammar's probability of opening a pair (Chiang §3)
 WORDFREQ_MIN = 1e-7  # rarer words add < 2 % of the mass and would only slow the mapping
 UNIGRAM_FORMAT = 1  # bump when the mapping from words to ids changes
 
 DrawFn = Callable[[int], np.ndarray]
-
-
-# ------------------------------------------------------------------------------------------ vocabulary
-
-
-@lru_cache(maxsize=1)
-def vocabulary() -> tuple[str, ...]:
-    """MiniLM's WordPiece tokens by id (needs the ``minilm`` asset)."""
-    folder = assets.require(VOCAB_ASSET)
-    tokens = tuple((folder / "vocab.txt").read_text(encoding="utf-8").splitlines())
-    if len(tokens) != VOCAB_SIZE:
-        raise LabError(f"{folder / 'vocab.txt'} has {len(tokens)} tokens, expected {VOCAB_SIZE}; fetch the "
-                       f"minilm asset again (python -m labcore assets fetch minilm)")
-    return tokens
-
-
-def is_special(token: str) -> bool:
-    return token.startswith("[") and token.endswith("]")
-
-
-@lru_cache(maxsize=1)
-def sampleable_ids() -> np.ndarray:
-    """The ids a corpus may draw: every token that is not a special one."""
-    return np.asarray([i for i, t in enumerate(vocabulary()) if not is_special(t)], dtype=np.int64)
 
 
 def _unigram_path() -> Path:
@@ -98,16 +81,8 @@ def _build_unigram() -> np.ndarray:
 def english_unigram() -> np.ndarray:
     """P(id) over the vocabulary from ``wordfreq``'s English frequencies (0 for specials and ids no word
     of the list produces). Built once (about 3 s) and kept under ``cache/corpora/``."""
-    path = _unigram_path()
-    if path.is_file():
-        return np.load(path)
-    table = _build_unigram()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        np.save(handle, table)
-    os.replace(tmp, path)
-    return table
+    return cached_array(_unigram_path(), _build_unigram)
+
 
 
 # ------------------------------------------------------------------------------------------ distributions
@@ -196,7 +171,7 @@ class Corpus:
     name: str
     description: str
     distribution: Callable[[], Distribution]
-    grammar: str = "none"  # "none" | "nested" | "flat"
+    grammar: str = "none"  # "none" | "nested" | "flat" | "text" (windows of a real text)
     top: int = 0  # > 0: only the most frequent ``top`` ids
     licence: str = "generated here (no licence needed); token ids of MiniLM's vocabulary (Apache-2.0)"
 
@@ -208,12 +183,17 @@ class Corpus:
         lengths = rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=n)
         return lengths - lengths % 2 if self.grammar != "none" else lengths
 
-    def generate(self, n: int, seed: int = 0, *, structure: bool = False) -> list:
+    def generate(self, n: int, seed: int = 0, *, structure: bool = False, held_out: bool = False) -> list:
         """``n`` sequences (int64 arrays of ids); with ``structure``, ``(tokens, partner)`` pairs for the
-        bracket grammars (``partner`` None for the others)."""
-        rng = np.random.default_rng([int(seed), zlib.crc32(self.name.encode())])
-        dist = self.tokens()
+        bracket grammars (``partner`` None for the others). ``held_out``: sequences for evaluation."""
+        rng = np.random.default_rng([int(seed), zlib.crc32(self.name.encode()), int(held_out)])
         lengths = self.lengths(rng, n)
+        if self.grammar == "text":
+            from labcore.pretrain import english
+
+            sequences = english.windows(rng, lengths, held_out=held_out)
+            return [(s, None) for s in sequences] if structure else sequences
+        dist = self.tokens()
         if self.grammar == "none":
             flat = dist.draw(rng, int(lengths.sum()))
             sequences = np.split(flat, np.cumsum(lengths)[:-1])
@@ -246,6 +226,18 @@ _register(Corpus("flat", "flat parentheses: the same pairs, but a close repeats 
 for _n in (50, 500, 5000):
     _register(Corpus(f"nested-{_n}", f"nested parentheses over the {_n:,} most frequent English ids only "
                                      f"(Chiang §4.3)", zipf_distribution, "nested", top=_n, licence=_ZIPF_LICENCE))
+
+
+def _english_unigram() -> Distribution:
+    from labcore.pretrain.english import token_stream
+
+    return Distribution.from_weights(np.arange(VOCAB_SIZE), np.bincount(token_stream(), minlength=VOCAB_SIZE))
+
+
+_register(Corpus("english", "Jane Austen's six novels, tokenised by MiniLM's tokenizer: the natural-language "
+                            "upper bound (Chiang's English)", _english_unigram, "text",
+                 licence="the novels are in the public domain; R package janeaustenr (MIT) via Debian "
+                         "r-cran-janeaustenr"))
 
 
 def corpus_names() -> list[str]:

@@ -36,9 +36,9 @@ EVAL_SEED_OFFSET = 1_000_003
 EVALS_PER_RUN = 20
 
 
-def corpus_data(spec: PretrainSpec, n: int, seed: int) -> Encoded:
+def corpus_data(spec: PretrainSpec, n: int, seed: int, *, held_out: bool = False) -> Encoded:
     """``n`` sequences of the spec's corpus, each wrapped in [CLS] ... [SEP], as the loop's data."""
-    sequences = corpora.CORPORA[spec.corpus].generate(n, seed)
+    sequences = corpora.CORPORA[spec.corpus].generate(n, seed, held_out=held_out)
     inputs = [np.concatenate([[CLS_ID], s, [SEP_ID]]).astype(np.int64) for s in sequences]
     return Encoded(inputs, np.zeros(len(inputs), dtype=np.int64))
 
@@ -110,7 +110,7 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         workdir.mkdir(parents=True, exist_ok=True)
     size = SIZES[spec.size]
     data = corpus_data(spec, spec.sequences, spec.seed)
-    held_out = corpus_data(spec, EVAL_SEQUENCES, spec.seed + EVAL_SEED_OFFSET)
+    held_out = corpus_data(spec, EVAL_SEQUENCES, spec.seed + EVAL_SEED_OFFSET, held_out=True)
     tokens = int(data.lengths().sum())
     yield {"type": "log", "message": f"corpus {spec.corpus}: {len(data):,} sequences, {tokens:,} tokens "
                                      f"(built in {time.time() - started:.1f} s)"}
