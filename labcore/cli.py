@@ -167,7 +167,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     spec = resolve_pretrain(PretrainSpec(
         corpus=args.corpus, size=args.size, steps=args.steps, tokens=args.tokens, batch_size=args.batch_size,
         lr=args.lr, sequences=args.sequences, seed=args.seed, precision=args.precision,
-        substitute=args.substitute, name=args.name))
+        substitute=args.substitute, name=args.name, start=args.start_from, train=args.train))
     if args.queue:
         return cli_worker.queue_sweep([spec], argparse.Namespace(**{**vars(args), "group": f"pretrain-{spec.name}"}))
     from labcore import jobs
@@ -246,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
     p.add_argument("--substitute", action="store_true", help="50-substitute after pretraining (nested-N corpora)")
     p.add_argument("--name", default="", help="the model's name: lab:<name> (default: derived from the spec)")
+    p.add_argument("--from", dest="start_from", default="", help="go on from a model pretrained here, lab:<name>")
+    p.add_argument("--train", default="all", choices=["all", "embeddings"],
+                   help="embeddings: word embeddings and LM head only, the body frozen (Chiang §4.4)")
     p.add_argument("--queue", action="store_true", help="put it in the worker queue instead")
     p.set_defaults(func=cmd_pretrain)
     cli_worker.add_queue_arguments(p)

@@ -11,6 +11,7 @@ import streamlit as st
 
 from labcore import figures, jobs
 from labcore.errors import LabError
+from labcore.models import made_here_names
 from labcore.pretrain import corpora
 from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
 from labcore.store import FINISHED
@@ -50,6 +51,15 @@ with right:
     seed = int(c2.number_input("Seed", min_value=0, max_value=10_000, value=0, key="pre.seed"))
     name = st.text_input("Name", key="pre.name", placeholder="derived from the choices",
                          help="The model becomes lab:<name>, usable as any backbone.")
+    made = made_here_names("lab")
+    start = state.keep("pre.start", st.selectbox(
+        "Start from", [""] + made, key=state.remember("pre.start", "", [""] + made),
+        format_func=lambda n: n or "a random initialisation",
+        help="Go on from a model pretrained here: another L1 after it, or (below) its embeddings alone."))
+    train = "embeddings" if start and st.checkbox(
+        "Word embeddings and LM head only", key="pre.embeddings",
+        help="Chiang §4.4: align a pretrained body's embeddings to a new L1 (English) with the body frozen.") \
+        else "all"
     substitute = False
     if corpora.CORPORA[corpus].top:
         substitute = st.checkbox("50-substitute", key="pre.substitute",
@@ -72,7 +82,7 @@ with st.expander(f"Sample of {corpus}: {stats['tokens']:,} tokens in {stats['seq
 # ------------------------------------------------------------------------------------------- start
 try:
     spec = resolve_pretrain(PretrainSpec(corpus=corpus, size=size, steps=steps, seed=seed, name=name,
-                                         substitute=substitute))
+                                         substitute=substitute, start=start, train=train))
 except LabError as exc:
     st.error(str(exc))
     st.stop()

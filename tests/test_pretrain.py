@@ -28,8 +28,16 @@ REPO = Path(__file__).resolve().parent.parent
 TINY = dict(size="tiny", batch_size=8, sequences=128, lr=3e-3, precision="fp32")
 
 
+def _fresh(name: str) -> str:
+    """``name``, its lab model folder removed: one left by an earlier session of the tests may hold another key."""
+    from labcore.pretrain.export import lab_folder
+
+    shutil.rmtree(lab_folder(name), ignore_errors=True)
+    return name
+
+
 def _pretrain(tmp_path: Path, **changes):
-    spec = PretrainSpec(**{**TINY, **changes})
+    spec = PretrainSpec(**{**TINY, **changes, "name": _fresh(changes["name"])})
     events = list(iter_pretrain(spec, key=jobs.key_of(spec), workdir=tmp_path / "job", threads=1))
     assert events[-1]["type"] == "result", events[-1]
     return events, events[-1]["record"]
@@ -199,7 +207,7 @@ def test_the_pretrain_kind_runs_in_a_worker_and_is_served_from_the_cache_on_resu
     from test_job_kinds import wait_for  # the job-kind tests' helper (tests/ is on the path under pytest)
 
     executor = LocalExecutor(store, autostart=False)
-    spec = PretrainSpec(**{**TINY, "corpus": "flat", "steps": 6, "name": "test-worker"})
+    spec = PretrainSpec(**{**TINY, "corpus": "flat", "steps": 6, "name": _fresh("test-worker")})
     first = executor.submit(spec)
     assert (first.outcome, first.kind) == ("queued", "pretrain")
     with open(tmp_path / "worker.log", "ab") as log:
@@ -238,3 +246,36 @@ def test_a_stopped_pretraining_resumes_from_its_checkpoint_to_the_same_model(fet
     assert [e["step"] for e in second if e["type"] == "step"] == [4, 5, 6]
     assert second[-1]["record"]["final_loss"] == straight["final_loss"]
     assert second[-1]["record"]["eval_loss"] == straight["eval_loss"]
+
+
+@pytest.mark.integration
+def test_an_embeddings_only_stage_trains_the_word_embeddings_and_head_and_leaves_the_body(fetched_assets,
+                                                                                           tmp_path):
+    _pretrain(tmp_path / "base", corpus="nested", steps=2, name="test-emb-base")
+    spec = PretrainSpec(**{**TINY, "corpus": "zipf", "steps": 3, "start": "lab:test-emb-base",
+                           "train": "embeddings", "size": "cpu"})
+    resolved = resolve_pretrain(spec)
+    assert resolved.size == "tiny" and resolved.name == _fresh("test-emb-base-then-zipf-tiny-3s-seed0-emb")
+    events = list(iter_pretrain(spec, key=jobs.key_of(spec), workdir=tmp_path / "stage", threads=1))
+    start = next(e for e in events if e["type"] == "start")
+    assert start["params_trainable"] < start["params_total"]
+    before = load_file(str(model_folder("lab:test-emb-base") / "model.safetensors"))
+    after = load_file(str(model_folder(f"lab:{resolved.name}") / "model.safetensors"))
+    table = "embeddings.word_embeddings.weight"
+    assert not torch.equal(before[table], after[table])
+    _same_tensors({k: v for k, v in before.items() if k != table}, {k: v for k, v in after.items() if k != table})
+    with pytest.raises(LabError, match="name the model"):
+        resolve_pretrain(PretrainSpec(train="embeddings"))
+    with pytest.raises(LabError, match="not a finished lab model"):
+        resolve_pretrain(PretrainSpec(start="lab:absent"))
+
+
+def test_the_cli_queues_a_pretraining_and_names_a_bad_corpus(store, capsys):
+    from labcore.cli import main
+
+    assert main(["pretrain", "--corpus", "flat", "--size", "tiny", "--steps", "3", "--name", "cli-queued",
+                 "--queue", "--store", str(store.root)]) == 0
+    (job,) = store.jobs(kind="pretrain")
+    assert (job["spec"]["corpus"], job["spec"]["steps"], job["spec"]["name"]) == ("flat", 3, "cli-queued")
+    assert main(["pretrain", "--corpus", "klingon"]) == 2
+    assert "unknown L1 corpus 'klingon'" in capsys.readouterr().err

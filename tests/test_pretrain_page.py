@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from labcore.store import open_store
@@ -30,7 +31,12 @@ def texts(at: AppTest) -> str:
 
 
 def test_without_the_vocabulary_the_page_says_to_fetch_it(tmp_path, monkeypatch):
+    from labcore.pretrain import vocab
+
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    vocab.vocabulary.cache_clear()  # read from another cache by an earlier test of this process
+    vocab.sampleable_ids.cache_clear()
+    st.cache_data.clear()
     at = page("pages/pretrain.py")
     assert not at.exception, [e.message for e in at.exception]
     assert at.title[0].value.endswith("Pretrain")

@@ -24,7 +24,8 @@ import torch
 
 from labcore.encode import Encoded, iterate
 from labcore.pretrain import corpora
-from labcore.pretrain.mlm import CLS_ID, SEP_ID, MaskedLM, build_masked_lm, mask_tokens, substitute_rows
+from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
+                                  substitute_rows, train_embeddings_only)
 from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
 from labcore.train import TrainConfig, autocast, resolve_precision, summarize_losses, train
 
@@ -114,14 +115,24 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
     tokens = int(data.lengths().sum())
     yield {"type": "log", "message": f"corpus {spec.corpus}: {len(data):,} sequences, {tokens:,} tokens "
                                      f"(built in {time.time() - started:.1f} s)"}
-    model = build_masked_lm(size, spec.seed).to(device)
+    if spec.start:
+        from labcore.models import model_folder
+
+        model = load_masked_lm(str(model_folder(spec.start)))
+        yield {"type": "log", "message": f"starting from {spec.start}"}
+    else:
+        model = build_masked_lm(size, spec.seed)
+    if spec.train == "embeddings":
+        train_embeddings_only(model)
+    model = model.to(device)
     notes = use_cpu_kernels(model.body) if device == "cpu" else []
     cfg = train_config(spec, device, checkpoint_every)
     n_params = sum(p.numel() for p in model.parameters())
-    yield {"type": "log", "message": f"RoBERTa-shaped, {size.describe()}: {n_params:,} parameters; "
-                                     f"{cfg.precision} on {device}; " + "; ".join(notes)}
+    n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    yield {"type": "log", "message": f"RoBERTa-shaped, {size.describe()}: {n_params:,} parameters, {n_trained:,} "
+                                     f"trained; {cfg.precision} on {device}; " + "; ".join(notes)}
     yield {"type": "start", "key": key, "total_steps": cfg.total_steps(len(data)), "params_total": n_params,
-           "params_trainable": n_params, "device": device, "precision": cfg.precision}
+           "params_trainable": n_trained, "device": device, "precision": cfg.precision}
     objective = MlmObjective(model, held_out, cfg, spec.seed)
     mean_tokens = tokens / len(data)
     end: dict[str, Any] = {}
@@ -142,7 +153,8 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
     last = evals[-1] if evals else {}
     losses = end.get("losses", [])
     record: dict[str, Any] = {
-        "name": f"lab:{spec.name}", "corpus": spec.corpus, "size": spec.size, "steps": end["steps_done"],
+        "name": f"lab:{spec.name}", "corpus": spec.corpus, "size": spec.size, "start": spec.start,
+        "train": spec.train, "steps": end["steps_done"],
         "total_steps": end["total_steps"], "tokens_seen": int(end["steps_done"] * spec.batch_size * mean_tokens),
         "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
         "eval_accuracy": last.get("value"), "best_step": end["best_step"],

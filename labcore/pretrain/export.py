@@ -19,6 +19,7 @@ from typing import Any, Callable
 from labcore import assets
 from labcore.errors import LabError
 from labcore.models import install_folder, models_dir, read_card
+from labcore.pretrain.mlm import HEAD_FILE
 
 CommitFn = Callable[[Path, Path], None]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
@@ -70,7 +71,9 @@ def save_lab_model(name: str, model: Any, record: dict[str, Any], *, workdir: Pa
     The card goes first into the job's folder through ``commit_file``: a worker whose attempt was superseded
     is refused there and never replaces the model folder the current attempt writes."""
     card = {k: v for k, v in record.items() if k not in ("losses", "eval_curve")}
-    card["description"] = (f"pretrained in the lab: MLM on {record['corpus']}, {record['steps']:,} steps, "
+    after = f"{record['start']}, then " if record.get("start") else ""
+    part = " (word embeddings and LM head only)" if record.get("train") == "embeddings" else ""
+    card["description"] = (f"pretrained in the lab: {after}MLM on {record['corpus']}{part}, {record['steps']:,} steps, "
                            f"{record['size']} size; final MLM loss {record['final_loss']:.3f}, held-out masked "
                            f"accuracy {record['eval_accuracy']:.3f}, {record['wall_s']:.0f} s")
     card["licence"] = "made in this lab (token ids of MiniLM's vocabulary: Apache-2.0)"
@@ -86,4 +89,4 @@ def save_lab_model(name: str, model: Any, record: dict[str, Any], *, workdir: Pa
     stamp = {"key": record.get("key"), "wall_s": record.get("wall_s"), "steps": record.get("steps")}
     return Path(install_folder(f"lab-{name}", stamp,
                                lambda folder: write_backbone_folder(folder, model.body, card,
-                                                                    extra={"mlm_head.safetensors": head})))
+                                                                    extra={HEAD_FILE: head})))

@@ -70,6 +70,30 @@ def build_masked_lm(size: ModelSize, seed: int) -> MaskedLM:
     return model
 
 
+HEAD_FILE = "mlm_head.safetensors"  # the LM head beside a lab model's body (loading the backbone ignores it)
+
+
+def load_masked_lm(folder: str) -> MaskedLM:
+    """A lab model's body and MLM head, to go on pretraining it (another corpus, or embeddings only)."""
+    from pathlib import Path
+
+    from safetensors.torch import load_file
+    from transformers import RobertaModel
+
+    body = RobertaModel.from_pretrained(folder, add_pooling_layer=False, dtype=torch.float32)
+    model = MaskedLM(body)
+    model.load_state_dict({**{f"body.{k}": v for k, v in body.state_dict().items()},
+                           **load_file(str(Path(folder) / HEAD_FILE))})
+    return model
+
+
+def train_embeddings_only(model: MaskedLM) -> None:
+    """Chiang §4.4: the word embeddings and the LM head train, the rest of the body stays as it is."""
+    for parameter in model.body.parameters():
+        parameter.requires_grad_(False)
+    model.word_embeddings.weight.requires_grad_(True)
+
+
 def mask_tokens(ids: torch.Tensor, attention_mask: torch.Tensor, replacements: torch.Tensor, *,
                 prob: float = MASK_PROB, generator: torch.Generator | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

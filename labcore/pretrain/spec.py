@@ -34,6 +34,23 @@ SIZES: dict[str, ModelSize] = {
 }
 
 
+TRAIN_PARTS = ("all", "embeddings")
+
+
+def start_size(start: str) -> str:
+    """The size of the lab model ``start`` (``lab:<name>``) names, from its card (torch-free)."""
+    from labcore.models import model_folder, read_card
+
+    if not start.startswith("lab:") or not start[len("lab:"):]:
+        raise LabError(f"start must name a model pretrained here, lab:<name>; got {start!r}")
+    folder = model_folder(start)
+    card = read_card(folder) if folder is not None else {}
+    size = (card.get("spec") or {}).get("size")
+    if size not in SIZES:
+        raise LabError(f"{start} is not a finished lab model here (no card in {folder}); pretrain it first")
+    return size
+
+
 @dataclass(frozen=True)
 class PretrainSpec:
     """Everything that decides a pretrained model. Its key is the hash of its resolved fields: the same
@@ -52,9 +69,12 @@ class PretrainSpec:
     precision: str = "auto"  # "auto" (bf16 where the hardware has it) | "bf16" | "fp32"
     substitute: bool = False  # 50-substitute (Chiang §4.3): copy the used rows over the unused ones
     name: str = ""  # the backbone's name, lab:<name>; derived from the spec when empty
+    start: str = ""  # "lab:<name>": go on from that model (its body and MLM head); "": a random init
+    train: str = "all"  # "all" | "embeddings": word embeddings and LM head only, the body frozen (Chiang §4.4)
 
     def label(self) -> str:
-        return f"pretrain lab:{self.name} on {self.corpus} ({self.size}, {self.steps:,} steps, seed {self.seed})"
+        what = f"{self.start}, embeddings and LM head" if self.train == "embeddings" else (self.start or self.size)
+        return f"pretrain lab:{self.name} on {self.corpus} ({what}, {self.steps:,} steps, seed {self.seed})"
 
 
 def resolve_pretrain(spec: PretrainSpec) -> PretrainSpec:
@@ -72,16 +92,25 @@ def resolve_pretrain(spec: PretrainSpec) -> PretrainSpec:
     for field, value in (("batch_size", spec.batch_size), ("sequences", spec.sequences)):
         if int(value) < 1:
             raise LabError(f"{field} must be 1 or more, got {value}")
+    if spec.train not in TRAIN_PARTS:
+        raise LabError(f"train must be one of {', '.join(TRAIN_PARTS)}, got {spec.train!r}")
+    size = spec.size
+    if spec.start:
+        size = start_size(spec.start)
+    elif spec.train == "embeddings":
+        raise LabError("train=embeddings aligns the embeddings of a pretrained body (Chiang §4.4): name the model "
+                       "to start from, e.g. start=lab:<name>")
     tokens = max(0, int(spec.tokens))
     steps = math.ceil(tokens / (spec.batch_size * NOMINAL_TOKENS_PER_SEQUENCE)) if tokens else int(spec.steps)
     if steps < 1:
         raise LabError(f"steps must be 1 or more, got {steps}")
-    name = spec.name.strip().lower() or (f"{spec.corpus}-{spec.size}-{steps}s-seed{spec.seed}"
-                                         + ("-sub" if spec.substitute else ""))
+    name = spec.name.strip().lower() or (
+        (f"{spec.start[len('lab:'):]}-then-" if spec.start else "") + f"{spec.corpus}-{size}-{steps}s-seed{spec.seed}"
+        + ("-sub" if spec.substitute else "") + ("-emb" if spec.train == "embeddings" else ""))[:64]
     if not NAME_PATTERN.match(name):
         raise LabError(f"a model name is 1-64 lower-case letters, digits, '.', '_' or '-', starting with a letter "
                        f"or digit; got {name!r}")
-    return replace(spec, steps=steps, tokens=tokens, name=name, batch_size=int(spec.batch_size),
+    return replace(spec, size=size, steps=steps, tokens=tokens, name=name, batch_size=int(spec.batch_size),
                    sequences=int(spec.sequences), seed=int(spec.seed), lr=float(spec.lr),
                    warmup_ratio=float(spec.warmup_ratio), weight_decay=float(spec.weight_decay),
                    substitute=bool(spec.substitute))
