@@ -61,7 +61,7 @@ with right:
         help="Chiang §4.4: align a pretrained body's embeddings to a new L1 (English) with the body frozen.") \
         else "all"
     substitute = False
-    if corpora.CORPORA[corpus].top:
+    if corpora.CORPORA[corpus].few_ids:
         substitute = st.checkbox("50-substitute", key="pre.substitute",
                                  help="After pretraining, copy the used token embeddings over the unused rows "
                                       "(Chiang §4.3), so English tokens start from learnt embeddings.")

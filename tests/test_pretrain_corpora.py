@@ -186,3 +186,24 @@ def test_english_is_austen_in_wordpiece_ids_with_a_held_out_tail(fetched_assets)
             hits = [i for i in np.flatnonzero(part == window[0]) if np.array_equal(part[i:i + len(window)], window)]
             assert hits, "a window is a contiguous piece of its part of the text"
     assert corpus.tokens().probs.max() > 0.02  # the commonest id (",") is a few per cent of English text
+
+
+@pytest.mark.integration
+def test_amino_is_the_protein_training_residues_one_letter_id_each(fetched_assets):
+    from labcore import data
+    from labcore.pretrain.amino import DISCIPLINES, RESIDUES, residue_stream
+
+    vocab = corpora.vocabulary()
+    letters = {vocab.index(r.lower()) for r in RESIDUES}
+    train, held_out = residue_stream(False), residue_stream(True)
+    assert set(np.unique(train)) == letters and set(np.unique(held_out)) <= letters
+    expected = 0
+    for name in DISCIPLINES:  # every training residue, and nothing of the validation or test splits
+        dataset, info = data.load(name, progress=lambda _m: None)
+        expected += sum(sum(info.alphabet[t] in RESIDUES for t in row) for row in dataset["train"]["tokens"])
+    assert len(train) == expected
+    corpus = CORPORA["amino"]
+    assert corpus.few_ids and len(corpus.tokens().ids) == 20
+    for window in corpus.generate(10, seed=0, held_out=True):
+        hits = [i for i in np.flatnonzero(held_out == window[0]) if np.array_equal(held_out[i:i + len(window)], window)]
+        assert hits

@@ -20,9 +20,12 @@ corpus name, size and seed give the same sequences on every machine.
   frequent ids only (Chiang §4.3: how many token types the L1 needs).
 * ``english``: windows of Jane Austen's novels (:mod:`labcore.pretrain.english`, Debian
   ``r-cran-janeaustenr``), the upper bound, as Chiang's English Wikipedia.
+* ``amino``: windows of the protein disciplines' residues (:mod:`labcore.pretrain.amino`), training splits
+  only, so nothing leaks into a protein fine-tune's test set.
 
-Held-out sequences (``held_out=True``) come from another seed for the generated corpora, and from the
-last 5 % of the text for ``english``, so a held-out accuracy never scores memorised training text.
+Held-out sequences (``held_out=True``) come from another seed for the generated corpora, from the last
+5 % of the text for ``english`` and from the validation splits for ``amino``, so a held-out accuracy never
+scores memorised training text.
 """
 
 from __future__ import annotations
@@ -173,6 +176,9 @@ class Corpus:
     distribution: Callable[[], Distribution]
     grammar: str = "none"  # "none" | "nested" | "flat" | "text" (windows of a real text)
     top: int = 0  # > 0: only the most frequent ``top`` ids
+    # grammar "text": the text as one stream of ids, for training (False) or held out (True)
+    text: Callable[[bool], np.ndarray] | None = None
+    few_ids: bool = False  # draws from a small part of the vocabulary: 50-substitute applies (Chiang §4.3)
     licence: str = "generated here (no licence needed); token ids of MiniLM's vocabulary (Apache-2.0)"
 
     def tokens(self) -> Distribution:
@@ -181,17 +187,15 @@ class Corpus:
 
     def lengths(self, rng: np.random.Generator, n: int) -> np.ndarray:
         lengths = rng.integers(MIN_LENGTH, MAX_LENGTH + 1, size=n)
-        return lengths - lengths % 2 if self.grammar != "none" else lengths
+        return lengths - lengths % 2 if self.grammar in ("nested", "flat") else lengths
 
     def generate(self, n: int, seed: int = 0, *, structure: bool = False, held_out: bool = False) -> list:
         """``n`` sequences (int64 arrays of ids); with ``structure``, ``(tokens, partner)`` pairs for the
         bracket grammars (``partner`` None for the others). ``held_out``: sequences for evaluation."""
         rng = np.random.default_rng([int(seed), zlib.crc32(self.name.encode()), int(held_out)])
         lengths = self.lengths(rng, n)
-        if self.grammar == "text":
-            from labcore.pretrain import english
-
-            sequences = english.windows(rng, lengths, held_out=held_out)
+        if self.text is not None:
+            sequences = stream_windows(self.text(held_out), rng, lengths)
             return [(s, None) for s in sequences] if structure else sequences
         dist = self.tokens()
         if self.grammar == "none":
@@ -225,19 +229,46 @@ _register(Corpus("flat", "flat parentheses: the same pairs, but a close repeats 
                          "cross (Papadimitriou & Jurafsky)", zipf_distribution, "flat", licence=_ZIPF_LICENCE))
 for _n in (50, 500, 5000):
     _register(Corpus(f"nested-{_n}", f"nested parentheses over the {_n:,} most frequent English ids only "
-                                     f"(Chiang §4.3)", zipf_distribution, "nested", top=_n, licence=_ZIPF_LICENCE))
+                                     f"(Chiang §4.3)", zipf_distribution, "nested", top=_n, licence=_ZIPF_LICENCE,
+                     few_ids=True))
 
 
-def _english_unigram() -> Distribution:
-    from labcore.pretrain.english import token_stream
+def stream_windows(stream: np.ndarray, rng: np.random.Generator, lengths: np.ndarray) -> list[np.ndarray]:
+    """Windows of the given lengths at seeded random offsets of one stream of ids."""
+    if len(stream) <= int(lengths.max()):
+        raise LabError(f"the text has {len(stream):,} tokens, too few for sequences of {int(lengths.max())}")
+    starts = rng.integers(0, len(stream) - int(lengths.max()), size=len(lengths))
+    return [stream[s:s + n].astype(np.int64) for s, n in zip(starts, lengths)]
 
-    return Distribution.from_weights(np.arange(VOCAB_SIZE), np.bincount(token_stream(), minlength=VOCAB_SIZE))
+
+def _text_corpus(name: str, description: str, text: Callable[[bool], np.ndarray], licence: str,
+                 few_ids: bool = False) -> Corpus:
+    def unigram() -> Distribution:
+        return Distribution.from_weights(np.arange(VOCAB_SIZE), np.bincount(text(False), minlength=VOCAB_SIZE))
+
+    return Corpus(name, description, unigram, "text", text=text, licence=licence, few_ids=few_ids)
 
 
-_register(Corpus("english", "Jane Austen's six novels, tokenised by MiniLM's tokenizer: the natural-language "
-                            "upper bound (Chiang's English)", _english_unigram, "text",
-                 licence="the novels are in the public domain; R package janeaustenr (MIT) via Debian "
-                         "r-cran-janeaustenr"))
+def _english(held_out: bool) -> np.ndarray:
+    from labcore.pretrain.english import text_part
+
+    return text_part(held_out)
+
+
+def _amino(held_out: bool) -> np.ndarray:
+    from labcore.pretrain.amino import residue_stream
+
+    return residue_stream(held_out)
+
+
+_register(_text_corpus("english", "Jane Austen's six novels, tokenised by MiniLM's tokenizer: the natural-language "
+                                  "upper bound (Chiang's English)", _english,
+                       licence="the novels are in the public domain; R package janeaustenr (MIT) via Debian "
+                               "r-cran-janeaustenr"))
+_register(_text_corpus("amino", "amino-acid sequences of the protein disciplines' training splits, one residue a "
+                                "token (MiniLM's single-letter ids); held out: their validation splits",
+                       _amino, licence="as the protein disciplines' data (iLearnPlus MIT, modlAMP BSD-3-Clause)",
+                       few_ids=True))
 
 
 def corpus_names() -> list[str]:

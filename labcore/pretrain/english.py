@@ -112,11 +112,8 @@ def token_stream() -> np.ndarray:
     return cached_array(_stream_path(), _build_stream)
 
 
-def windows(rng: np.random.Generator, lengths: np.ndarray, *, held_out: bool = False) -> list[np.ndarray]:
-    """Windows of the given lengths at random offsets: in the first 95 % of the stream, or (``held_out``)
-    in the last 5 %."""
+def text_part(held_out: bool) -> np.ndarray:
+    """The first 95 % of the stream (training), or the last 5 % (``held_out``)."""
     stream = token_stream()
     cut = int(len(stream) * (1 - HELD_OUT_SHARE))
-    part = stream[cut:] if held_out else stream[:cut]
-    starts = rng.integers(0, len(part) - int(lengths.max()), size=len(lengths))
-    return [part[s:s + n].astype(np.int64) for s, n in zip(starts, lengths)]
+    return stream[cut:] if held_out else stream[:cut]

@@ -86,8 +86,9 @@ def resolve_pretrain(spec: PretrainSpec) -> PretrainSpec:
         raise LabError(f"unknown model size {spec.size!r}; valid sizes: {', '.join(SIZES)}")
     if spec.precision not in ("auto", "bf16", "fp32"):
         raise LabError(f"precision must be auto, bf16 or fp32, got {spec.precision!r}")
-    if spec.substitute and not CORPORA[spec.corpus].top:
-        raise LabError(f"substitute needs a corpus over few ids (nested-50, nested-500, nested-5000), not "
+    if spec.substitute and not CORPORA[spec.corpus].few_ids:
+        few = ", ".join(n for n in CORPORA.names() if CORPORA[n].few_ids)
+        raise LabError(f"substitute needs a corpus over few ids ({few}), not "
                        f"{spec.corpus!r}: every other corpus uses (nearly) the whole vocabulary")
     for field, value in (("batch_size", spec.batch_size), ("sequences", spec.sequences)):
         if int(value) < 1:
