@@ -97,9 +97,19 @@ if st.button("▶ Pretrain", type="primary", key="btn.pre.start"):
         st.error(str(exc))
         st.stop()
     state.set_qp(pretrain=key)
+    st.session_state[state.remember("pre.shown", key)] = state.keep("pre.shown", key)  # show the new one
     st.rerun()
 
 # ------------------------------------------------------------------------------------------- watch
+earlier = store.jobs(kind="pretrain")[::-1]
+if earlier:
+    labels = {r["key"]: f"{common.status_label(r)} {r.get('label') or r['key']}" for r in earlier}
+    widget = state.remember("pre.shown", state.qp("pretrain") or earlier[0]["key"], list(labels))
+    external = state.qp_external("pretrain")  # a link or a reload names the pretraining to show
+    if external in labels:
+        st.session_state[widget] = external
+    state.set_qp(pretrain=state.keep("pre.shown", st.selectbox("Pretrainings in this store", list(labels),
+                                                               format_func=labels.get, key=widget)))
 shown = state.qp("pretrain")
 if shown:
     record = store.get(shown)

@@ -77,6 +77,8 @@ def test_sample_start_watch_and_use_the_model(fetched_assets, tmp_path, monkeypa
         at = page("pages/pretrain.py", pretrain=key)
         assert not at.exception, [e.message for e in at.exception]
         assert "lab:page-test" in texts(at) and "held-out masked accuracy" in texts(at)
+        at = page("pages/pretrain.py")  # no address: the store's latest pretraining is shown
+        assert at.selectbox(key="w:pre.shown").value == key and "lab:page-test" in texts(at)
         at = page("pages/new_experiment.py", model="lab:page-test")
         assert not at.exception, [e.message for e in at.exception]
         assert at.selectbox(key="w:exp.model").value == "lab:page-test"
