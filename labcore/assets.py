@@ -216,6 +216,20 @@ _register(Asset(
 ))
 
 _register(Asset(
+    name="openjdk-src",
+    kind="corpus",
+    source="debian",
+    package="openjdk-17-source",
+    version="17.0.21.1+2-1~deb12u1",  # Debian's security updates replace it; `assets add` takes a newer src.zip
+    members=(Member("usr/lib/jvm/openjdk-17/lib/src.zip",
+                    "ec0731718e374054f2f4c583229ea2bd94b3972a8ba5cffdcef90a2bbc84247a", 52042275),),
+    licence="GPL-2.0 with the Classpath Exception (OpenJDK)",
+    description="The Java sources of OpenJDK 17's class library: the Java L1 corpus for pretraining (the "
+                "java.base packages, comments stripped).",
+    default=False,  # only the java L1 corpus needs it
+))
+
+_register(Asset(
     name="music21-corpus",
     kind="corpus",
     source="installed",

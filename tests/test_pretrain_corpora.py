@@ -207,3 +207,33 @@ def test_amino_is_the_protein_training_residues_one_letter_id_each(fetched_asset
     for window in corpus.generate(10, seed=0, held_out=True):
         hits = [i for i in np.flatnonzero(held_out == window[0]) if np.array_equal(held_out[i:i + len(window)], window)]
         assert hits
+
+
+# -------------------------------------------------------------------- java (OpenJDK sources)
+
+
+def test_java_comments_are_stripped_and_literals_kept():
+    from labcore.pretrain.java import strip_comments
+
+    source = ('/* licence */\npackage a; // note\nclass A { String s = "http://x // no"; char c = \'/\';'
+              ' int d = 4 / 2; /** doc */ void f() { g("\\"//"); } }\n')
+    assert strip_comments(source) == (' \npackage a; \nclass A { String s = "http://x // no"; char c = \'/\';'
+                                      ' int d = 4 / 2;   void f() { g("\\"//"); } }\n')
+
+
+@pytest.mark.integration
+def test_java_is_openjdk_source_without_comments(fetched_assets):
+    from labcore.errors import AssetUnavailableError
+    from labcore.pretrain import java
+
+    try:
+        stream = java.token_stream()
+    except AssetUnavailableError as exc:  # Debian's security updates retire the pinned version
+        pytest.skip(f"the OpenJDK sources cannot be fetched here: {exc}")
+    assert 2_000_000 < len(stream) < 4_000_000
+    vocab = corpora.vocabulary()
+    text = " ".join(vocab[i] for i in stream[:200_000])
+    assert "public" in text and "class" in text and "copyright" not in text  # licence headers are comments
+    window = CORPORA["java"].generate(1, seed=0, held_out=True)[0]
+    tail = java.text_part(True)
+    assert any(np.array_equal(tail[i:i + len(window)], window) for i in np.flatnonzero(tail == window[0]))

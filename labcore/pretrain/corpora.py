@@ -20,11 +20,13 @@ corpus name, size and seed give the same sequences on every machine.
   frequent ids only (Chiang §4.3: how many token types the L1 needs).
 * ``english``: windows of Jane Austen's novels (:mod:`labcore.pretrain.english`, Debian
   ``r-cran-janeaustenr``), the upper bound, as Chiang's English Wikipedia.
+* ``java``: windows of OpenJDK's Java class library, comments stripped (:mod:`labcore.pretrain.java`,
+  Debian ``openjdk-17-source``).
 * ``amino``: windows of the protein disciplines' residues (:mod:`labcore.pretrain.amino`), training splits
   only, so nothing leaks into a protein fine-tune's test set.
 
 Held-out sequences (``held_out=True``) come from another seed for the generated corpora, from the last
-5 % of the text for ``english`` and from the validation splits for ``amino``, so a held-out accuracy never
+5 % of the text for ``english`` and ``java``, and from the validation splits for ``amino``, so a held-out accuracy never
 scores memorised training text.
 """
 
@@ -38,10 +40,10 @@ from typing import Callable
 
 import numpy as np
 
-from labcore import assets, paths
+from labcore import paths
 from labcore.errors import LabError
-from labcore.pretrain.vocab import (VOCAB_ASSET, VOCAB_SIZE, cached_array, is_special, sampleable_ids,
-                                    vocabulary)
+from labcore.pretrain.vocab import (VOCAB_SIZE, cached_array, is_special, sampleable_ids, vocabulary,
+                                    wordpiece_tokenizer)
 from labcore.registry import Registry
 
 __all__ = ["CORPORA", "VOCAB_SIZE", "Corpus", "Distribution", "bracket_sequence", "corpus_names", "corpus_stats",
@@ -64,12 +66,9 @@ def _unigram_path() -> Path:
 
 def _build_unigram() -> np.ndarray:
     import wordfreq
-    from tokenizers import Tokenizer
 
     freqs = {w: f for w, f in wordfreq.get_frequency_dict("en", wordlist="best").items() if f >= WORDFREQ_MIN}
-    tokenizer = Tokenizer.from_file(str(assets.require(VOCAB_ASSET) / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
+    tokenizer = wordpiece_tokenizer()
     weights = np.zeros(VOCAB_SIZE, dtype=np.float64)
     words = list(freqs)
     for word, encoding in zip(words, tokenizer.encode_batch(words, add_special_tokens=False)):
@@ -255,6 +254,12 @@ def _english(held_out: bool) -> np.ndarray:
     return text_part(held_out)
 
 
+def _java(held_out: bool) -> np.ndarray:
+    from labcore.pretrain.java import text_part
+
+    return text_part(held_out)
+
+
 def _amino(held_out: bool) -> np.ndarray:
     from labcore.pretrain.amino import residue_stream
 
@@ -265,6 +270,9 @@ _register(_text_corpus("english", "Jane Austen's six novels, tokenised by MiniLM
                                   "upper bound (Chiang's English)", _english,
                        licence="the novels are in the public domain; R package janeaustenr (MIT) via Debian "
                                "r-cran-janeaustenr"))
+_register(_text_corpus("java", "OpenJDK 17's java.base sources, comments stripped, tokenised by MiniLM's tokenizer "
+                               "(Chiang's Java)", _java, licence="GPL-2.0 with the Classpath Exception (OpenJDK), "
+                                                                 "via Debian openjdk-17-source"))
 _register(_text_corpus("amino", "amino-acid sequences of the protein disciplines' training splits, one residue a "
                                 "token (MiniLM's single-letter ids); held out: their validation splits",
                        _amino, licence="as the protein disciplines' data (iLearnPlus MIT, modlAMP BSD-3-Clause)",

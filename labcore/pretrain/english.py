@@ -25,6 +25,7 @@ import numpy as np
 
 from labcore import assets, paths
 from labcore.errors import LabError
+from labcore.pretrain.vocab import cached_array, held_out_tail, sampleable_ids, wordpiece_tokenizer
 
 ASSET = "janeaustenr"
 STREAM_FORMAT = 1
@@ -88,13 +89,7 @@ def _stream_path() -> Path:
 
 
 def _build_stream() -> np.ndarray:
-    from tokenizers import Tokenizer
-
-    from labcore.pretrain.vocab import VOCAB_ASSET, sampleable_ids
-
-    tokenizer = Tokenizer.from_file(str(assets.require(VOCAB_ASSET) / "tokenizer.json"))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
+    tokenizer = wordpiece_tokenizer()
     # Fetched on first use (1.6 MB from Debian; a machine without apt-get gets an error saying how to hand the
     # package over): only this corpus needs it, so it is not among the assets every setup fetches.
     folder = assets.fetch(ASSET, progress=lambda _message: None)
@@ -107,13 +102,9 @@ def _build_stream() -> np.ndarray:
 @lru_cache(maxsize=1)
 def token_stream() -> np.ndarray:
     """Every novel as one stream of ordinary MiniLM ids (about 0.9 M), built once and cached."""
-    from labcore.pretrain.vocab import cached_array
-
     return cached_array(_stream_path(), _build_stream)
 
 
 def text_part(held_out: bool) -> np.ndarray:
     """The first 95 % of the stream (training), or the last 5 % (``held_out``)."""
-    stream = token_stream()
-    cut = int(len(stream) * (1 - HELD_OUT_SHARE))
-    return stream[cut:] if held_out else stream[:cut]
+    return held_out_tail(token_stream(), held_out, HELD_OUT_SHARE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -38,6 +38,16 @@ def sampleable_ids() -> np.ndarray:
     return np.asarray([i for i, t in enumerate(vocabulary()) if not is_special(t)], dtype=np.int64)
 
 
+def wordpiece_tokenizer() -> Any:
+    """MiniLM's fast WordPiece tokenizer (the ``tokenizers`` package, no transformers), no padding or cut."""
+    from tokenizers import Tokenizer
+
+    fast = Tokenizer.from_file(str(assets.require(VOCAB_ASSET) / "tokenizer.json"))
+    fast.no_padding()
+    fast.no_truncation()
+    return fast
+
+
 def cached_array(path: Path, build: Callable[[], np.ndarray]) -> np.ndarray:
     """The array saved at ``path``, built by ``build()`` and saved there the first time (atomically)."""
     if path.is_file():
@@ -49,3 +59,9 @@ def cached_array(path: Path, build: Callable[[], np.ndarray]) -> np.ndarray:
         np.save(handle, array)
     os.replace(tmp, path)
     return array
+
+
+def held_out_tail(stream: np.ndarray, held_out: bool, share: float = 0.05) -> np.ndarray:
+    """A text stream split for pretraining: its first ``1 - share`` for training, the rest held out."""
+    cut = int(len(stream) * (1 - share))
+    return stream[cut:] if held_out else stream[:cut]
