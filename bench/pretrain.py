@@ -144,16 +144,24 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--device", default="", help="cpu or cuda (default: cuda where there is one)")
-    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: every core)")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch threads (default: the cores other processes leave free, as a run chooses)")
     args = parser.parse_args()
     import torch
 
     from labcore.train import resolve_precision
 
-    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    from labcore import cores
+
+    requested = args.threads or os.cpu_count() or 1
+    before = cores.sample()
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     precision = resolve_precision("auto", device)
     data = batches(args.steps + args.warmup, args.batch)
+    # As a run does: one thread fewer for each core other processes keep busy (unless --threads says).
+    threads, busy = (requested, None) if args.threads else cores.choose_threads(requested, before)
+    torch.set_num_threads(threads)
+    print(cores.thread_note(threads, requested, busy), flush=True)
     length = sum(real for _, _, real in data) / sum(len(ids) for ids, _, _ in data)
     labs, plains = [], []
     for round_ in range(1, args.rounds + 1):

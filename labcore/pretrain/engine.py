@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from labcore import cores
 from labcore.encode import Encoded, iterate
 from labcore.pretrain import corpora
 from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
@@ -104,8 +105,9 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
     started = time.time()
     spec = resolve_pretrain(spec)
     export.check_name_free(spec.name, key)
-    if threads:
-        torch.set_num_threads(threads)
+    requested_threads = threads or os.cpu_count() or 1
+    torch.set_num_threads(requested_threads)
+    cpu_before = cores.sample()  # what other processes do while this prepares decides its threads
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -126,6 +128,10 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         train_embeddings_only(model)
     model = model.to(device)
     notes = use_cpu_kernels(model.body) if device == "cpu" else []
+    if device == "cpu":
+        used_threads, busy = cores.choose_threads(requested_threads, cpu_before)
+        torch.set_num_threads(used_threads)
+        notes.append(cores.thread_note(used_threads, requested_threads, busy))
     cfg = train_config(spec, device, checkpoint_every)
     n_params = sum(p.numel() for p in model.parameters())
     n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
@@ -160,6 +166,7 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         "eval_accuracy": last.get("value"), "best_step": end["best_step"],
         "unigram_baseline_accuracy": unigram_baseline(held_out), "tokens_per_s": end["samples_per_s"] * mean_tokens,
         "wall_s": round(time.time() - started, 1), "precision": cfg.precision, "device": device,
+        "threads": torch.get_num_threads(),
         "losses": summarize_losses(losses), "eval_curve": [(e["step"], e["value"], e["loss"]) for e in evals],
         "spec": spec.__dict__, "key": key}
     if status != "done":
