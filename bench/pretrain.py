@@ -4,8 +4,8 @@ Both train the CPU default size (4 layers x 256 hidden, 4 heads, feed-forward 1,
 vocabulary) on the same batches of the ``nested`` corpus (32 sequences of 92-122 tokens), the same 15 %
 masking (80/10/10) and the same precision (bf16 autocast where the hardware has it, else fp32):
 
-* lab: :mod:`labcore.pretrain` through the lab's training loop: the decoder on the masked positions only,
-  fused AdamW, and on the CPU the keep-mask dropout and plain attention of ``labcore.models.cpu_kernels``;
+* lab: :mod:`labcore.pretrain` through the lab's training loop: the decoder, and the last block's queries
+  and feed-forward, on the masked positions only; fused AdamW, and on the CPU the keep-mask dropout and plain attention of ``labcore.models.cpu_kernels``;
 * plain: ``RobertaForMaskedLM`` as a transformers user writes it: labels -100 on unmasked positions, so
   the decoder runs on every position; torch's AdamW; SDPA attention.
 

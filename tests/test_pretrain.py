@@ -73,6 +73,36 @@ def test_masking_chooses_fifteen_percent_of_ordinary_positions_eighty_ten_ten():
     assert torch.equal(inputs.view(-1)[~chosen.view(-1)], ids.view(-1)[~chosen.view(-1)])
 
 
+@pytest.mark.parametrize("kernels", [False, True])
+def test_the_last_block_for_the_masked_rows_only_gives_the_full_models_logits_and_gradients(kernels):
+    from labcore.models.cpu_kernels import use_cpu_kernels
+    from labcore.pretrain.mlm import build_masked_lm
+    from labcore.pretrain.spec import SIZES
+
+    model = build_masked_lm(SIZES["tiny"], 0).eval()  # eval: no dropout, so both paths see the same numbers
+    if kernels:
+        use_cpu_kernels(model.body)
+    torch.manual_seed(3)
+    ids = torch.randint(1000, 3000, (5, 30))
+    mask = torch.ones_like(ids)
+    mask[2, 20:] = 0
+    ids = ids * mask
+    inputs, positions, _ = mask_tokens(ids, mask, torch.arange(1000, 3000), prob=0.3)
+    outputs, grads = [], []
+    for rows_only in (True, False):
+        model.zero_grad()
+        model.rows_only = rows_only
+        logits = model(inputs, mask, positions)
+        (logits * torch.linspace(-1, 1, logits.shape[1])).sum().backward()
+        outputs.append(logits.detach())
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None})
+    assert torch.allclose(outputs[0], outputs[1], atol=1e-5)
+    assert grads[0].keys() == grads[1].keys()
+    scale = max(float(g.abs().max()) for g in grads[1].values())  # (a key bias's gradient is 0 up to rounding)
+    for name, grad in grads[1].items():
+        assert torch.allclose(grads[0][name], grad, rtol=1e-3, atol=1e-5 * scale), name
+
+
 def test_substitute_copies_the_used_rows_in_turn_over_the_unused_ones_and_nothing_else():
     table = torch.randn(20, 4)
     before = table.clone()
