@@ -27,6 +27,9 @@ def describe(event: dict[str, Any]) -> str | None:
     """One line for any event (None for events not worth a line): what ``labcore tail`` prints."""
     kind = event.get("type")
     if kind == "step":
+        if "tokens_per_s" in event:  # MLM pretraining: the batch's masked accuracy, and speed in tokens
+            return (f"step {event['step']}  loss {event['loss']:.4f}  masked acc {event.get('accuracy', 0):.3f}  "
+                    f"lr {event.get('lr', 0):.2e}  {event['tokens_per_s']:,.0f} tokens/s")
         return (f"step {event['step']}  loss {event['loss']:.4f}  lr {event.get('lr', 0):.2e}  "
                 f"{event.get('samples_per_s', 0):.1f} samples/s")
     if kind == "eval":

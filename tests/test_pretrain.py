@@ -309,3 +309,14 @@ def test_the_cli_queues_a_pretraining_and_names_a_bad_corpus(store, capsys):
     assert (job["spec"]["corpus"], job["spec"]["steps"], job["spec"]["name"]) == ("flat", 3, "cli-queued")
     assert main(["pretrain", "--corpus", "klingon"]) == 2
     assert "unknown L1 corpus 'klingon'" in capsys.readouterr().err
+
+
+def test_pretraining_steps_read_as_masked_accuracy_and_tokens_per_second():
+    from labcore.events import curves_from_events, describe
+
+    step = {"type": "step", "step": 3, "loss": 7.25, "lr": 1e-4, "samples_per_s": 20.0, "accuracy": 0.125,
+            "tokens_per_s": 2140.0}
+    assert describe(step) == "step 3  loss 7.2500  masked acc 0.125  lr 1.00e-04  2,140 tokens/s"
+    curves = curves_from_events([step, {"type": "eval", "step": 3, "split": "validation", "value": 0.2,
+                                        "loss": 7.0, "metric": "masked_accuracy"}])
+    assert curves["train_accuracy"] == [(3, 0.125)] and curves["validation_masked_accuracy"] == [(3, 0.2)]
