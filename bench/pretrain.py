@@ -12,8 +12,9 @@ masking (80/10/10) and the same precision (bf16 autocast where the hardware has 
 Each figure is real (non-padding) tokens per second of wall time over the timed steps (after warm-up
 steps), the median over rounds that alternate the two. MFU is the lab step's useful FLOP/s over this
 device's measured peak (a large matrix product in the same precision on the same threads); useful FLOPs
-per token: 6 x the body's non-embedding parameters, plus 6 x (decoder + LM-head dense) x the masked share,
-plus the attention products (12 x layers x length x hidden).
+per token (:func:`useful_flops_per_token`): 6 per parameter a row meets, forward and backward, counting the
+LM head and the last block's queries and feed-forward for the masked share of rows only, plus the
+attention products. The peak is measured in the same run, so a busy machine lowers both.
 
 Last line: lab_tokens_s=<x> plain_tokens_s=<y> ratio=<x/y> mfu=<m>
 """
@@ -126,15 +127,19 @@ def peak_flops(precision: str, device: str, n: int = 2048, repeats: int = 10) ->
 
 
 def useful_flops_per_token(length: float, masked_share: float) -> float:
+    """Training FLOPs a token needs when only the masked positions are predicted: every block but the last
+    for every row; the last block's keys and values for every row and the rest for the masked rows; the LM
+    head for the masked rows (6 FLOPs a parameter and token: forward and backward)."""
     from labcore.pretrain.mlm import VOCAB_SIZE
     from labcore.pretrain.spec import SIZES
 
     size = SIZES["cpu"]
     h = size.hidden
-    body = size.layers * (4 * h * h + 2 * h * size.ffn)  # attention projections and feed-forward
-    head = h * VOCAB_SIZE + h * h
-    attention = 2 * size.layers * length * h  # scores and weighted sum, forward; x3 for backward below
-    return 6 * body + 6 * head * masked_share + 6 * attention
+    block = 4 * h * h + 2 * h * size.ffn  # attention projections and feed-forward
+    last = 2 * h * h + (2 * h * h + 2 * h * size.ffn) * masked_share
+    head = (h * VOCAB_SIZE + h * h) * masked_share
+    attention = 2 * length * h * (size.layers - 1 + masked_share)  # scores and weighted sum
+    return 6 * ((size.layers - 1) * block + last + head + attention)
 
 
 def main() -> None:
