@@ -165,9 +165,9 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
         "eval_accuracy": last.get("value"), "best_step": end["best_step"],
         "unigram_baseline_accuracy": unigram_baseline(held_out), "tokens_per_s": end["samples_per_s"] * mean_tokens,
-        "wall_s": round(time.time() - started, 1), "precision": cfg.precision, "device": device,
+        "wall_s": round(time.time() - started, 1),  # this attempt's "precision": cfg.precision, "device": device,
         "threads": torch.get_num_threads(),
-        "losses": summarize_losses(losses), "eval_curve": [(e["step"], e["value"], e["loss"]) for e in evals],
+        "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
         "spec": spec.__dict__, "key": key}
     if status != "done":
         yield {"type": "result", "status": status, "record": {**record, "error": end.get("error")}}
