@@ -185,10 +185,11 @@ PAGES = [
     st.Page(common.PAGES["analysis"], title="Analysis", icon=":material/insights:", url_path="analysis"),
     st.Page(common.PAGES["mapping"], title="Token mapping", icon=":material/swap_horiz:", url_path="mapping"),
     st.Page(common.PAGES["data"], title="Data", icon=":material/dataset:", url_path="data"),
+    st.Page(common.PAGES["pretrain"], title="Pretrain", icon=":material/school:", url_path="pretrain"),
 ]
 
 page = st.navigation(PAGES)
-state.persist_widgets(("exp.", "keep."))
+state.persist_widgets(("exp.", "keep.", "pre."))
 common.sidebar_status()
 common.teacher_sign_in()
 page.run()

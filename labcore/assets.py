@@ -202,6 +202,34 @@ _register(Asset(
 ))
 
 _register(Asset(
+    name="janeaustenr",
+    kind="corpus",
+    source="debian",
+    package="r-cran-janeaustenr",
+    version="1.0.0-1",
+    members=(Member("usr/lib/R/site-library/janeaustenr/data/Rdata.rdb",
+                    "8fb5198960d0da724b1562f96e4221e5c1b41ff455000280b02c55980c3d8f21", 1601335),),
+    licence="MIT (R package janeaustenr, Julia Silge); the novels' texts are in the public domain",
+    description="Jane Austen's six completed novels as lines of text (an R lazy-load database): the "
+                "English L1 corpus for pretraining.",
+    default=False,  # only the english L1 corpus needs it
+))
+
+_register(Asset(
+    name="openjdk-src",
+    kind="corpus",
+    source="debian",
+    package="openjdk-17-source",
+    version="17.0.21.1+2-1~deb12u1",  # Debian's security updates replace it; `assets add` takes a newer src.zip
+    members=(Member("usr/lib/jvm/openjdk-17/lib/src.zip",
+                    "ec0731718e374054f2f4c583229ea2bd94b3972a8ba5cffdcef90a2bbc84247a", 52042275),),
+    licence="GPL-2.0 with the Classpath Exception (OpenJDK)",
+    description="The Java sources of OpenJDK 17's class library: the Java L1 corpus for pretraining (the "
+                "java.base packages, comments stripped).",
+    default=False,  # only the java L1 corpus needs it
+))
+
+_register(Asset(
     name="music21-corpus",
     kind="corpus",
     source="installed",

@@ -160,6 +160,48 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pretrain(args: argparse.Namespace) -> int:
+    """``pretrain``: MLM-pretrain a small model on an L1 corpus, in this process or (``--queue``) by a worker."""
+    from labcore.pretrain.spec import PretrainSpec, resolve_pretrain
+
+    spec = resolve_pretrain(PretrainSpec(
+        corpus=args.corpus, size=args.size, steps=args.steps, tokens=args.tokens, batch_size=args.batch_size,
+        lr=args.lr, sequences=args.sequences, seed=args.seed, precision=args.precision,
+        substitute=args.substitute, name=args.name, start=args.start_from, train=args.train))
+    if args.queue:
+        return cli_worker.queue_sweep([spec], argparse.Namespace(**{**vars(args), "group": f"pretrain-{spec.name}"}))
+    from labcore import jobs
+    from labcore.pretrain.engine import iter_pretrain
+
+    record: dict[str, Any] = {}
+    for event in iter_pretrain(spec, key=jobs.key_of(spec)):
+        _print_event(event)
+        if event["type"] == "result":
+            record = {**event["record"], "status": event["status"]}
+    if record.get("status") != "done":
+        print(f"{record.get('status')}: {record.get('error') or 'no model written'}")
+        return 1
+    print(f"done: {record['name']} ({record['folder']}): final MLM loss {record['final_loss']:.3f}, held-out "
+          f"masked accuracy {record['eval_accuracy']:.3f} (unigram baseline "
+          f"{record['unigram_baseline_accuracy']:.3f}), {record['tokens_per_s']:,.0f} tokens/s, "
+          f"{record['wall_s']:.0f} s; use it as --model {record['name']}")
+    return 0
+
+
+def cmd_body(args: argparse.Namespace) -> int:
+    """``body KEY``: write a finished run's body out as the backbone ``run:KEY``."""
+    from labcore.pretrain.bodies import ensure_run_body
+    from labcore.store import open_store
+
+    store = open_store(args.store)
+    key = store.resolve_key(args.key)
+    record = store.get(key)
+    if record is None or record.get("kind", "run") != "run":
+        raise LabError(f"{args.key} is not a run in {store.root}")
+    print(f"run:{key} -> {ensure_run_body(record, store.workdir(key))}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m labcore", description="Transfer Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -193,6 +235,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", default="", help="name of the sweep group (queued sweeps)")
     p.set_defaults(func=cmd_sweep)
     cli_worker.add_queue_arguments(p)
+
+    p = sub.add_parser("pretrain", help="MLM-pretrain a small model on an L1 corpus; it becomes lab:<name>")
+    p.add_argument("--corpus", default="nested", help="an L1 corpus (uniform, zipf, nested, flat, nested-50 ...)")
+    p.add_argument("--size", default="cpu", help="tiny, cpu (4 x 256, the default) or paper (RoBERTa-base shape)")
+    p.add_argument("--steps", type=int, default=1000)
+    p.add_argument("--tokens", type=int, default=0, help="train on about this many tokens instead of --steps")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=5e-4)
+    p.add_argument("--sequences", type=int, default=20_000, help="corpus size in sequences")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--precision", default="auto", choices=["auto", "bf16", "fp32"])
+    p.add_argument("--substitute", action="store_true", help="50-substitute after pretraining (nested-N corpora)")
+    p.add_argument("--name", default="", help="the model's name: lab:<name> (default: derived from the spec)")
+    p.add_argument("--from", dest="start_from", default="", help="go on from a model pretrained here, lab:<name>")
+    p.add_argument("--train", default="all", choices=["all", "embeddings"],
+                   help="embeddings: word embeddings and LM head only, the body frozen (Chiang §4.4)")
+    p.add_argument("--queue", action="store_true", help="put it in the worker queue instead")
+    p.set_defaults(func=cmd_pretrain)
+    cli_worker.add_queue_arguments(p)
+
+    p = sub.add_parser("body", help="write a finished run's body out as the backbone run:<key>")
+    p.add_argument("key")
+    p.add_argument("--store", default=None, help="store folder (default: <TRANSFERLAB_CACHE>/store)")
+    p.set_defaults(func=cmd_body)
 
     cli_worker.add_commands(sub)
     return parser

@@ -27,6 +27,9 @@ def describe(event: dict[str, Any]) -> str | None:
     """One line for any event (None for events not worth a line): what ``labcore tail`` prints."""
     kind = event.get("type")
     if kind == "step":
+        if "tokens_per_s" in event:  # MLM pretraining: the batch's masked accuracy, and speed in tokens
+            return (f"step {event['step']}  loss {event['loss']:.4f}  masked acc {event.get('accuracy', 0):.3f}  "
+                    f"lr {event.get('lr', 0):.2e}  {event['tokens_per_s']:,.0f} tokens/s")
         return (f"step {event['step']}  loss {event['loss']:.4f}  lr {event.get('lr', 0):.2e}  "
                 f"{event.get('samples_per_s', 0):.1f} samples/s")
     if kind == "eval":
@@ -50,7 +53,7 @@ def curves_from_events(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple
 
     A resumed (or restarted) attempt starts again at its checkpoint step: points an earlier attempt
     logged at or after that step are dropped, so the curve continues from the checkpoint instead of
-    doubling back. Names: ``train_loss``, ``lr``, ``<split>_loss`` and ``<split>_<metric>``.
+    doubling back. Names: ``train_loss``, ``lr``, ``train_accuracy`` (where steps carry one), ``<split>_loss`` and ``<split>_<metric>``.
     """
     out: dict[str, list[tuple[int, float]]] = {}
 
@@ -75,6 +78,7 @@ def curves_from_events(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple
             last_step = step
             add("train_loss", step, event.get("loss"))
             add("lr", step, event.get("lr"))
+            add("train_accuracy", step, event.get("accuracy"))  # MLM pretraining: masked accuracy of the batch
         elif kind == "eval":
             split = event.get("split", "validation")
             add(f"{split}_loss", int(event["step"]), event.get("loss"))

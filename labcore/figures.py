@@ -735,3 +735,28 @@ def analysis_figure(kind: str, result: Mapping[str, Any]) -> go.Figure:
         return go.Figure(go.Bar(x=names, y=[result["logme"][n] for n in names]),
                          layout={"title": "LogME of frozen features (higher: more transferable)", "height": 380})
     raise ValueError(f"no figure for analysis kind {kind!r}")
+
+
+# --------------------------------------------------------------------------------------------------
+# L1 corpora (the Pretrain page)
+
+
+def corpus_figure(stats: Mapping[str, Any], vocabulary: Sequence[str], *, title: str = "") -> go.Figure:
+    """A corpus sample's most frequent tokens (share of all tokens) and, for the bracket grammars, how
+    deep its positions are nested. ``stats`` is :func:`labcore.pretrain.corpora.corpus_stats`'s."""
+    depths = stats.get("depths") or []
+    cols = 2 if depths else 1
+    fig = make_subplots(rows=1, cols=cols, column_widths=[0.65, 0.35][:cols],
+                        subplot_titles=["most frequent tokens", "nesting depth"][:cols])
+    top = stats.get("top") or []
+    fig.add_trace(go.Bar(x=[f"{vocabulary[i]} ({i})" if i < len(vocabulary) else str(i) for i, _ in top],
+                         y=[share for _, share in top], marker_color=PRETRAINED, name="share of tokens"),
+                  row=1, col=1)
+    fig.update_yaxes(title_text="share of tokens", row=1, col=1)
+    if depths:
+        total = sum(c for _, c in depths) or 1
+        fig.add_trace(go.Bar(x=[d for d, _ in depths], y=[c / total for _, c in depths], marker_color=PALETTE[0],
+                             name="positions"), row=1, col=2)
+        fig.update_xaxes(title_text="open pairs", row=1, col=2)
+    fig.update_layout(title=title or None, showlegend=False, height=340, margin=dict(t=60, b=40, l=50, r=20))
+    return fig

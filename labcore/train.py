@@ -45,7 +45,7 @@ class TrainConfig(TrainParams):
     """The training hyper-parameters (:class:`labcore.spec.TrainParams`) and what the run decides."""
 
     seed: int
-    loss: str  # "ce" | "bce" | "mse"
+    loss: str  # "ce" | "bce" | "mse" | "given" (the forward returns its own loss: MLM pretraining)
     precision: str  # "bf16" | "fp32" (already resolved)
     device: str = "cpu"
     checkpoint_every: int = 0  # steps between resume checkpoints (0: only when stopped)
@@ -84,6 +84,8 @@ def loss_fn(kind: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
         return torch.nn.functional.cross_entropy
     if kind == "bce":
         return torch.nn.functional.binary_cross_entropy_with_logits
+    if kind == "given":  # the forward computed the loss itself (its targets are not the batch's labels)
+        return lambda loss, _labels: loss
     return lambda logits, target: torch.nn.functional.mse_loss(logits.squeeze(-1), target)
 
 

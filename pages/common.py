@@ -31,6 +31,7 @@ PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function p
     "mapping": "pages/mapping.py",
     "data": "pages/data.py",
     "analysis": "pages/analysis.py",
+    "pretrain": "pages/pretrain.py",
 }
 
 

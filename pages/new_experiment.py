@@ -47,10 +47,15 @@ inits = state.inits()
 protocols = state.protocols()
 names = disciplines.names()
 
+external_model = state.qp_external("model")  # "use this model" on Pretrain links here with ?model=lab:<name>
+if external_model in backbones:
+    st.session_state[state.remember("exp.model", external_model, list(backbones))] = state.keep("exp.model",
+                                                                                             external_model)
 left, right = st.columns(2)
 with left:
-    model = choose("Model", "exp.model", list(backbones), "minilm", help="Packaged pretrained backbones; any "
-                   "transformers folder works as local:<folder> under Advanced.")
+    model = choose("Model", "exp.model", list(backbones), "minilm", help="Packaged pretrained backbones and the "
+                   "models pretrained here (lab:, see Pretrain); any transformers folder works as local:<folder> "
+                   "under Advanced.")
     st.caption(backbones[model])
     init = choose("Initialisation", "exp.init", list(inits), "pretrained", radio=True)
     st.caption(f"{init}: {inits[init]}")

@@ -460,10 +460,13 @@ def get_task(name: str) -> Task | None:
 
 
 def backbones() -> dict[str, str]:
-    """Packaged backbone name -> description."""
-    from labcore.models import BACKBONES
+    """Backbone name -> description: the packaged ones, then the models pretrained here (``lab:``)."""
+    from labcore.models import BACKBONES, made_here_names, model_folder, read_card
 
-    return {name: BACKBONES[name].description for name in BACKBONES.names()}
+    named = {name: BACKBONES[name].description for name in BACKBONES.names()}
+    for name in made_here_names("lab"):
+        named[name] = read_card(model_folder(name)).get("description", "pretrained in the lab")
+    return named
 
 
 def inits() -> dict[str, str]:

@@ -6,8 +6,9 @@ have: a durable queue with priorities, a result cache by key, live event streams
 dead detection, resume (from the kind's checkpoint, where it keeps one), per-job logs and groups. A
 kind may need other jobs' results (``requires``): it is refused until they are finished.
 
-Built in: ``run`` (:mod:`.run`, training), ``attention`` (:mod:`.attention`, attention maps) and the
-analyses of trained and untrained models (:mod:`.analyses`). More
+Built in: ``run`` (:mod:`.run`, training), ``attention`` (:mod:`.attention`, attention maps),
+``pretrain`` (:mod:`.pretrain`, MLM pretraining) and the analyses of trained and untrained models
+(:mod:`.analyses`). More
 kinds can live outside the package: name their modules in ``TRANSFERLAB_JOB_MODULES`` (comma separated)
 and every process that resolves or runs jobs imports them.
 """
@@ -81,6 +82,7 @@ def load_modules(names: str | None = None) -> None:
 # The built-in kinds register themselves on import.
 from labcore.jobs import analyses as _analyses  # noqa: E402,F401
 from labcore.jobs import attention as _attention  # noqa: E402,F401
+from labcore.jobs import pretrain as _pretrain  # noqa: E402,F401
 from labcore.jobs import run as _run  # noqa: E402,F401
 
 __all__ = ["Event", "JobContext", "JobInput", "JobKind", "KINDS", "MODULES_VARIABLE", "Resources", "describe_node",

@@ -27,8 +27,19 @@ def resolve_run(spec: RunSpec) -> RunSpec:
     return resolved
 
 
+def body_source(spec: RunSpec) -> tuple[str, ...]:
+    """A run on ``run:<key>`` needs that run finished: it starts from its body."""
+    return (spec.model[len("run:"):],) if spec.model.startswith("run:") else ()
+
+
 def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
     from labcore.run import iter_run
+
+    for key in body_source(spec):
+        from labcore.pretrain.bodies import ensure_run_body
+
+        source = ctx.inputs[key]
+        yield {"type": "log", "message": f"the body of run {key}: {ensure_run_body(source.record, source.workdir)}"}
 
     yield from iter_run(spec, workdir=ctx.workdir, should_stop=ctx.should_stop, resume=ctx.resume,
                         checkpoint_every=ctx.checkpoint_every, threads=ctx.threads, commit_file=ctx.commit_file)
@@ -53,7 +64,7 @@ def _register() -> None:
 
     job_kind("run", RunSpec, description="train one model on one discipline under one protocol",
              resolve=resolve_run, encode=RunSpec.to_dict, decode=lambda values: make_spec(**values),
-             key=lambda spec: spec.key, label=RunSpec.label, checkpoint="resume.pt",
+             key=lambda spec: spec.key, label=RunSpec.label, requires=body_source, checkpoint="resume.pt",
              stops_itself=True, warm_up=_warm_up, resources=run_resources)(train_run)
 
 

@@ -17,8 +17,9 @@ from typing import Any
 
 _EXPORTS = {
     "backbones": ("BACKBONES", "INITS", "BackboneInfo", "Source", "backbone_info", "backbone_names",
-                  "init_from_statistics", "known_layers", "known_positions", "load_backbone", "model_folder",
-                  "models_dir", "positions_of", "resolve_backbone", "TINY_VOCAB"),
+                  "init_from_statistics", "install_folder", "known_layers", "known_positions", "load_backbone",
+                  "made_here_names", "model_folder", "models_dir", "positions_of", "read_card", "resolve_backbone",
+                  "TINY_VOCAB"),
     "architectures": ("LAYOUTS", "Layout", "Structure", "structure"),
     "lab_model": ("INPUT_ADAPTERS", "POOLINGS", "DetachedEmbedding", "EmbeddingAdapter", "LabModel",
                   "LinearAdapter", "VocabAdapter", "build_lab_model", "build_lab_model_from", "count_parameters"),

@@ -8,6 +8,9 @@ Names:
 * ``hub:<id>``: ``from_pretrained(id)`` for users with the model hub or a local hub cache.
 * ``local:<dir>``: any transformers-format folder (config.json + weights + tokenizer files).
 * ``tiny:<family>``: a tiny random model (bert, roberta, albert, gpt2, llama) for tests and trial runs.
+* ``lab:<name>``: a model pretrained in the lab (:mod:`labcore.pretrain`), in ``cache/models/lab-NAME/``.
+* ``run:<key>``: the body of a finished run, written to ``cache/models/run-KEY/`` when a run that uses it
+  starts (:mod:`labcore.pretrain.bodies`).
 
 Inits (:data:`INITS`): ``pretrained``; ``random`` (same config, the family's own initialiser, seeded);
 ``stats`` (Lu et al. §3.8: each tensor redrawn i.i.d. normal with the pretrained tensor's mean and std).
@@ -130,7 +133,7 @@ def _stamp_matches(folder: Path, stamp: dict[str, Any]) -> bool:
         return False
 
 
-def _converted(name: str, stamp: dict[str, Any], build: Callable[[Path], None]) -> str:
+def install_folder(name: str, stamp: dict[str, Any], build: Callable[[Path], None]) -> str:
     """The folder ``cache/models/NAME``, built once by ``build(folder)``.
 
     Built in a temporary sibling folder and renamed into place, so a crash or a concurrent conversion never
@@ -222,7 +225,7 @@ def _packaged(name: str, build: Callable[[Path], None] | None, tokenizer: Callab
 
     def locate() -> str:
         folder = assets.require(name)  # an error that says how to fetch it
-        return _converted(name, _asset_stamp(name), build) if build else str(folder)
+        return install_folder(name, _asset_stamp(name), build) if build else str(folder)
 
     return Source(name=name, description=description or asset.description, licence=asset.licence,
                   locate=locate, tokenizer=tokenizer)
@@ -286,7 +289,7 @@ def _tiny_source(family: str) -> Source:
 
     def locate() -> str:
         _tiny_config(family)  # unknown family: an error before anything is written
-        return _converted(f"tiny-{family}", {"format": TINY_FORMAT, "source": f"tiny:{family}"}, build)
+        return install_folder(f"tiny-{family}", {"format": TINY_FORMAT, "source": f"tiny:{family}"}, build)
 
     return Source(name=f"tiny:{family}", description=f"a tiny random {family}-shaped model (2 layers x 64) for "
                   f"tests and trial runs: no pretraining", licence="none needed (random weights)",
@@ -319,6 +322,47 @@ def _local_source(folder: str) -> Source:
                   tokenizer=_folder_tokenizer, strict=False)
 
 
+# Models the lab made: pretrained here (lab:) or the body of a finished run (run:). Each folder is a complete
+# transformers folder with a card.json saying what made it.
+MADE_HERE = {"lab": "lab-", "run": "run-"}
+CARD = "card.json"
+
+
+def read_card(folder: Path) -> dict[str, Any]:
+    try:
+        card = json.loads((folder / CARD).read_text())
+    except (OSError, ValueError):
+        return {}
+    return card if isinstance(card, dict) else {}
+
+
+def made_here_names(prefix: str = "lab") -> list[str]:
+    """``lab:<name>`` (or ``run:<key>``) for every such model folder on this machine, newest first."""
+    folders = [f for f in models_dir().glob(f"{MADE_HERE[prefix]}*") if (f / "config.json").is_file()]
+    folders.sort(key=lambda f: f.stat().st_mtime, reverse=True)
+    return [f"{prefix}:{f.name[len(MADE_HERE[prefix]):]}" for f in folders]
+
+
+def _made_here_source(prefix: str, value: str) -> Source:
+    folder = models_dir() / f"{MADE_HERE[prefix]}{value}"
+    card = read_card(folder)
+
+    def locate() -> str:
+        if (folder / "config.json").is_file():
+            return str(folder)
+        if prefix == "lab":
+            known = ", ".join(made_here_names("lab")) or "none yet"
+            raise LabError(f"no lab model named {value!r} here ({folder} is missing); pretrain it first "
+                           f"(python -m labcore pretrain --corpus nested --name {value}, or the Pretrain page); "
+                           f"lab models here: {known}")
+        raise LabError(f"the body of run {value} is not written out yet ({folder} is missing); it is written "
+                       f"when a run that uses run:{value} starts, or by python -m labcore body {value}; the run "
+                       f"must be finished")
+
+    return Source(name=f"{prefix}:{value}", description=card.get("description", f"{prefix}:{value}"),
+                  licence=card.get("licence", "made in this lab"), locate=locate, tokenizer=_folder_tokenizer)
+
+
 def model_folder(name: str) -> Path | None:
     """The folder a backbone loads from, when it is already on this machine, found without torch (its
     vocabulary files are read from there); None for a hub id, or a packaged model not fetched yet.
@@ -332,6 +376,9 @@ def model_folder(name: str) -> Path | None:
         return models_dir() / f"tiny-{name[len('tiny:'):]}"
     if name.startswith("hub:"):
         return None
+    prefix, _, value = name.partition(":")
+    if prefix in MADE_HERE and value:
+        return models_dir() / f"{MADE_HERE[prefix]}{value}"
     converted = models_dir() / name
     if converted.is_dir():
         return converted
@@ -348,13 +395,17 @@ def resolve_backbone(name: str) -> Source:
         return _local_source(name[6:])
     if name.startswith("tiny:") and name[5:]:
         return _tiny_source(name[5:])
+    prefix, _, value = name.partition(":")
+    if prefix in MADE_HERE and value:
+        return _made_here_source(prefix, value)
     try:
         return BACKBONES[name]
     except UnknownNameError:
         raise UnknownNameError(
             f"unknown backbone {name!r}; valid names: {', '.join(BACKBONES.names())}, or hub:<model id> "
-            f"(needs the model hub or its local cache), local:<folder> (a transformers folder) or "
-            f"tiny:<family> (a tiny random model: bert, roberta, albert, gpt2, llama)") from None
+            f"(needs the model hub or its local cache), local:<folder> (a transformers folder), "
+            f"tiny:<family> (a tiny random model: bert, roberta, albert, gpt2, llama), lab:<name> (pretrained in "
+            f"the lab) or run:<key> (a finished run's body)") from None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -21,23 +21,25 @@ from typing import Callable
 import torch
 from torch import nn
 
-# (block, hidden_states [B, L, H], rows [B], attention_mask as the block receives it) -> [B, 1, H]
+# (block, hidden_states [B, L, H], rows [B] or [B, K], attention_mask as the block receives it) -> [B, 1 or K, H]
 RowsFn = Callable[[nn.Module, torch.Tensor, torch.Tensor, "torch.Tensor | None"], torch.Tensor]
 
 
 def take_rows(hidden: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """hidden [B, L, H], rows [B] -> hidden[b, rows[b]] as [B, 1, H]."""
-    index = rows.view(-1, 1, 1).expand(hidden.shape[0], 1, hidden.shape[-1])
+    """hidden [B, L, H], rows [B] -> hidden[b, rows[b]] as [B, 1, H]; rows [B, K] (several rows a sequence,
+    e.g. the masked positions of MLM pretraining) -> [B, K, H]."""
+    index = rows.view(hidden.shape[0], -1, 1).expand(-1, -1, hidden.shape[-1])
     return hidden.gather(1, index)
 
 
 def mask_rows(mask: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor | None:
-    """A 4-D attention mask [B or 1, heads or 1, Lq, Lk] cut to each sequence's query row: [B, ·, 1, Lk]."""
+    """A 4-D attention mask [B or 1, heads or 1, Lq, Lk] cut to each sequence's query rows: [B, ·, 1 or K, Lk]."""
     if mask is None or mask.dim() != 4 or mask.shape[2] == 1:
         return mask  # no mask, or one already shared by every query row
     batch = rows.shape[0]
+    per = rows.view(batch, -1).shape[1]
     mask = mask.expand(batch, *mask.shape[1:])
-    index = rows.view(-1, 1, 1, 1).expand(batch, mask.shape[1], 1, mask.shape[3])
+    index = rows.view(batch, 1, per, 1).expand(batch, mask.shape[1], per, mask.shape[3])
     return mask.gather(2, index)
 
 
@@ -52,14 +54,14 @@ def bert_rows(block: nn.Module, hidden: torch.Tensor, rows: torch.Tensor,
     batch, length, _ = hidden.shape
     head = attention.attention_head_size
     x = take_rows(hidden, rows)
-    query = attention.query(x).view(batch, 1, -1, head).transpose(1, 2)
+    query = attention.query(x).view(batch, x.shape[1], -1, head).transpose(1, 2)
     key = attention.key(hidden).view(batch, length, -1, head).transpose(1, 2)
     value = attention.value(hidden).view(batch, length, -1, head).transpose(1, 2)
     function = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation,
                                                      eager_attention_forward)
     out, _ = function(attention, query, key, value, mask_rows(attention_mask, rows),
                       dropout=attention.dropout.p if attention.training else 0.0, scaling=attention.scaling)
-    attended = block.attention.output(out.reshape(batch, 1, -1), x)
+    attended = block.attention.output(out.reshape(batch, x.shape[1], -1), x)
     return block.output(block.intermediate(attended), attended)
 
 

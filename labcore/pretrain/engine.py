@@ -1,0 +1,183 @@
+"""Pretraining as a generator of events, on the lab's training loop (:func:`labcore.train.train`).
+
+The loop brings what a training run has: AdamW with warm-up and linear decay, bf16 autocast where the
+hardware has it, resume checkpoints (weights, optimizer, schedule, RNG) through ``commit_file``, stop
+requests, NaN detection. This module adds the corpus as the loop's data, the masking inside the forward
+(the loop's ``given`` loss), masked-token accuracy on each step event, and a held-out evaluation whose
+masks never change (so its curve compares step with step). When it is done, the body is written as the
+backbone ``lab:<name>`` (:mod:`labcore.pretrain.export`).
+
+Events: the loop's (``step`` with ``loss``, ``accuracy``, ``tokens_per_s``; ``eval`` with the held-out
+masked accuracy as ``value`` and MLM ``loss``; ``checkpoint``; ``log``), then one ``result``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import torch
+
+from labcore import cores
+from labcore.encode import Encoded, iterate
+from labcore.pretrain import corpora
+from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
+                                  substitute_rows, train_embeddings_only)
+from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
+from labcore.train import TrainConfig, autocast, resolve_precision, summarize_losses, train
+
+CommitFn = Callable[[Path, Path], None]
+StopFn = Callable[[], "str | None"]
+
+EVAL_SEQUENCES = 64  # held out, drawn with another seed; enough for a steady curve at a few seconds' cost
+EVAL_SEED_OFFSET = 1_000_003
+EVALS_PER_RUN = 20
+
+
+def corpus_data(spec: PretrainSpec, n: int, seed: int, *, held_out: bool = False) -> Encoded:
+    """``n`` sequences of the spec's corpus, each wrapped in [CLS] ... [SEP], as the loop's data."""
+    sequences = corpora.CORPORA[spec.corpus].generate(n, seed, held_out=held_out)
+    inputs = [np.concatenate([[CLS_ID], s, [SEP_ID]]).astype(np.int64) for s in sequences]
+    return Encoded(inputs, np.zeros(len(inputs), dtype=np.int64))
+
+
+def train_config(spec: PretrainSpec, device: str, checkpoint_every: int) -> TrainConfig:
+    per_epoch = max(1, math.ceil(spec.sequences / spec.batch_size))
+    return TrainConfig(optimizer="adamw", lr=spec.lr, schedule="linear", warmup_ratio=spec.warmup_ratio,
+                       batch_size=spec.batch_size, epochs=spec.steps / per_epoch, max_steps=spec.steps,
+                       grad_clip=1.0, weight_decay=spec.weight_decay,
+                       eval_every=max(1, spec.steps // EVALS_PER_RUN), patience=0, seed=spec.seed, loss="given",
+                       precision=resolve_precision(spec.precision, device), device=device,
+                       checkpoint_every=checkpoint_every)
+
+
+class MlmObjective:
+    """The forward the loop calls (masks, decodes the masked rows, returns the loss) and the held-out
+    evaluation; keeps the last batch's masked accuracy for the step events."""
+
+    def __init__(self, model: MaskedLM, held_out: Encoded, cfg: TrainConfig, seed: int) -> None:
+        self.model, self.held_out, self.cfg, self.seed = model, held_out, cfg, seed
+        # A random replacement (10 % of the chosen positions) draws an ordinary token, never a special one.
+        self.replacements = torch.from_numpy(corpora.sampleable_ids())
+        self.accuracy = math.nan
+
+    def loss(self, ids, mask, generator=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        inputs, positions, targets = mask_tokens(ids, mask, self.replacements, generator=generator)
+        logits = self.model(inputs, mask, positions)
+        return torch.nn.functional.cross_entropy(logits.float(), targets), logits, targets
+
+    def forward(self, batch) -> torch.Tensor:
+        loss, logits, targets = self.loss(batch.inputs, batch.mask)
+        self.accuracy = float((logits.detach().argmax(-1) == targets).float().mean())
+        return loss
+
+    def evaluate(self) -> dict[str, float]:
+        generator = torch.Generator(device=self.cfg.device).manual_seed(self.seed + EVAL_SEED_OFFSET)
+        total = correct = 0
+        loss_sum = 0.0
+        with torch.no_grad(), autocast(self.cfg.precision, self.cfg.device):
+            for batch in iterate(self.held_out, self.cfg.eval_batch_size, shuffle=False, device=self.cfg.device):
+                loss, logits, targets = self.loss(batch.inputs, batch.mask, generator)
+                loss_sum += float(loss) * len(targets)
+                correct += int((logits.argmax(-1) == targets).sum())
+                total += len(targets)
+        return {"value": correct / total, "loss": loss_sum / total}
+
+
+def unigram_baseline(data: Encoded) -> float:
+    """The masked accuracy of always guessing the corpus's most frequent id (what a model that learnt only
+    the unigram distribution gets)."""
+    ids = np.concatenate([x[1:-1] for x in data.inputs])
+    return float(np.bincount(ids).max() / len(ids))
+
+
+def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = None,
+                  should_stop: StopFn = lambda: None, resume: bool = False, checkpoint_every: int = 0,
+                  threads: int | None = None, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
+    """Pretrain ``spec``; on success write the backbone ``lab:<name>`` and end with its record."""
+    from labcore.models.cpu_kernels import use_cpu_kernels
+    from labcore.pretrain import export
+
+    started = time.time()
+    spec = resolve_pretrain(spec)
+    export.check_name_free(spec.name, key)
+    requested_threads = threads or os.cpu_count() or 1
+    torch.set_num_threads(requested_threads)
+    cpu_before = cores.sample()  # what other processes do while this prepares decides its threads
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if workdir is not None:
+        workdir.mkdir(parents=True, exist_ok=True)
+    size = SIZES[spec.size]
+    data = corpus_data(spec, spec.sequences, spec.seed)
+    held_out = corpus_data(spec, EVAL_SEQUENCES, spec.seed + EVAL_SEED_OFFSET, held_out=True)
+    tokens = int(data.lengths().sum())
+    yield {"type": "log", "message": f"corpus {spec.corpus}: {len(data):,} sequences, {tokens:,} tokens "
+                                     f"(built in {time.time() - started:.1f} s)"}
+    if spec.start:
+        from labcore.models import model_folder
+
+        model = load_masked_lm(str(model_folder(spec.start)))
+        yield {"type": "log", "message": f"starting from {spec.start}"}
+    else:
+        model = build_masked_lm(size, spec.seed)
+    if spec.train == "embeddings":
+        train_embeddings_only(model)
+    model = model.to(device)
+    notes = use_cpu_kernels(model.body) if device == "cpu" else []
+    if device == "cpu":
+        used_threads, busy = cores.choose_threads(requested_threads, cpu_before)
+        torch.set_num_threads(used_threads)
+        notes.append(cores.thread_note(used_threads, requested_threads, busy))
+    cfg = train_config(spec, device, checkpoint_every)
+    n_params = sum(p.numel() for p in model.parameters())
+    n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    yield {"type": "log", "message": f"RoBERTa-shaped, {size.describe()}: {n_params:,} parameters, {n_trained:,} "
+                                     f"trained; {cfg.precision} on {device}; " + "; ".join(notes)}
+    yield {"type": "start", "key": key, "total_steps": cfg.total_steps(len(data)), "params_total": n_params,
+           "params_trainable": n_trained, "device": device, "precision": cfg.precision}
+    objective = MlmObjective(model, held_out, cfg, spec.seed)
+    mean_tokens = tokens / len(data)
+    end: dict[str, Any] = {}
+    evals: list[dict[str, Any]] = []
+    for event in train(model, objective.forward, data, cfg, evaluate=objective.evaluate, workdir=workdir,
+                       should_stop=should_stop, resume=resume, commit_file=commit_file):
+        if event["type"] == "step":
+            event = {**event, "accuracy": objective.accuracy,
+                     "tokens_per_s": event["samples_per_s"] * mean_tokens}
+        elif event["type"] == "eval":
+            event = {**event, "metric": "masked_accuracy"}
+            evals.append(event)
+        elif event["type"] == "train_end":
+            end = event
+            continue
+        yield event
+    status = end["status"]
+    last = evals[-1] if evals else {}
+    losses = end.get("losses", [])
+    record: dict[str, Any] = {
+        "name": f"lab:{spec.name}", "corpus": spec.corpus, "size": spec.size, "start": spec.start,
+        "train": spec.train, "steps": end["steps_done"],
+        "total_steps": end["total_steps"], "tokens_seen": int(end["steps_done"] * spec.batch_size * mean_tokens),
+        "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
+        "eval_accuracy": last.get("value"), "best_step": end["best_step"],
+        "unigram_baseline_accuracy": unigram_baseline(held_out), "tokens_per_s": end["samples_per_s"] * mean_tokens,
+        "wall_s": round(time.time() - started, 1),  # this attempt's "precision": cfg.precision, "device": device,
+        "threads": torch.get_num_threads(),
+        "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
+        "spec": spec.__dict__, "key": key}
+    if status != "done":
+        yield {"type": "result", "status": status, "record": {**record, "error": end.get("error")}}
+        return
+    if spec.substitute:
+        used = torch.from_numpy(corpora.CORPORA[spec.corpus].tokens().ids)
+        unused = torch.from_numpy(np.setdiff1d(corpora.sampleable_ids(), used.numpy()))
+        substitute_rows(model.word_embeddings.weight, used, unused)
+        yield {"type": "log", "message": f"50-substitute: {len(unused):,} unused rows now copy the "
+                                         f"{len(used):,} used ones"}
+    folder = export.save_lab_model(spec.name, model, record, workdir=workdir, commit_file=commit_file)
+    yield {"type": "log", "message": f"saved lab:{spec.name} in {folder}"}
+    yield {"type": "result", "status": "done", "record": {**record, "folder": str(folder)}}
