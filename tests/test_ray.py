@@ -91,12 +91,13 @@ def cluster():
         # The cluster's worker processes inherit this environment: they import the lab and the toy kinds.
         env.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(KINDS_DIR)]))
         env.setenv(jobs.MODULES_VARIABLE, "toy_jobs")
+        before = descendants(os.getpid())  # children of earlier tests are not the cluster's
         ray.init(address="local", num_cpus=2, include_dashboard=False, _temp_dir=temp, log_to_driver=False)
         started = set()
         try:
             yield temp
         finally:
-            started = descendants(os.getpid())  # the cluster's processes (and nothing else of this module's)
+            started = descendants(os.getpid()) - before  # the cluster's processes (nothing else of this module's)
             ray.shutdown()
     assert started
     wait_for("the test cluster's processes to exit", lambda: not alive(started), 30)

@@ -50,7 +50,8 @@ def train_config(spec: PretrainSpec, device: str, checkpoint_every: int) -> Trai
     return TrainConfig(optimizer="adamw", lr=spec.lr, schedule="linear", warmup_ratio=spec.warmup_ratio,
                        batch_size=spec.batch_size, epochs=spec.steps / per_epoch, max_steps=spec.steps,
                        grad_clip=1.0, weight_decay=spec.weight_decay,
-                       eval_every=max(1, spec.steps // EVALS_PER_RUN), patience=0, seed=spec.seed, loss="given",
+                       eval_every=max(1, spec.steps // EVALS_PER_RUN), patience=0, min_steps=0, min_evals=0,
+                       seed=spec.seed, loss="given",
                        precision=resolve_precision(spec.precision, device), device=device,
                        checkpoint_every=checkpoint_every)
 
