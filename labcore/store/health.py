@@ -96,10 +96,13 @@ def disk_full_message(path: Path) -> str:
             f"then resume the job")
 
 
-def remove_partial_files(folder: Path) -> list[Path]:
-    """Delete the temporary files a job was writing when it stopped (``.NAME.PID.tmp``)."""
+def remove_partial_files(folder: Path, pid: int | None = None) -> list[Path]:
+    """Delete the temporary files this process was writing for a job when it stopped (``.NAME.PID.tmp``).
+
+    Only its own: another attempt of the same job (resumed elsewhere while this one stalled) may be
+    writing its checkpoint in the same folder right now."""
     removed = []
-    for path in Path(folder).glob(".*.tmp"):
+    for path in Path(folder).glob(f".*.{pid or os.getpid()}.tmp"):
         try:
             path.unlink()
             removed.append(path)
@@ -108,7 +111,8 @@ def remove_partial_files(folder: Path) -> list[Path]:
     return removed
 
 
-# A ballast file in the store folder (not in db/, which diskcache checks for files of its own): when the disk fills up, deleting it gives SQLite the room to record
+# A ballast file in the store folder (not in db/, which diskcache checks for files of its own): when the
+# disk fills up, deleting it gives SQLite the room to record
 # why the job failed (a full disk would otherwise swallow its own error message).
 RESERVE_FILE = ".reserve"
 RESERVE_BYTES = 2 * 2**20
