@@ -107,8 +107,13 @@ def test_runs_from_the_menu_shows_the_running_run_and_attention_the_run_looked_a
     assert charts and "pretrained blue" not in str(charts[0].proto.spec)  # one run: no colour legend in the title
     at.selectbox(key="w:runs.run").set_value(older).run()
     at.query_params.clear()  # the menu link carries no run
-    at.switch_page("pages/attention.py").run()
-    assert at.selectbox(key="w:att.run").value == older and older != newest
+    try:
+        at.switch_page("pages/attention.py").run()  # it asks for the run's maps: the executor starts a worker
+        assert at.selectbox(key="w:att.run").value == older and older != newest
+    finally:
+        from labcore.pool import stop_workers
+
+        stop_workers(store, timeout_s=30)
 
 
 def test_home_says_one_can_bring_ones_own_data():
