@@ -1,0 +1,189 @@
+"""Kao & Lee (2021), "Is BERT a cross-disciplinary knowledge learner?": its headline results as one recipe.
+
+* Table 6 / fig. 2 shape: MiniLM pretrained on English vs the same network at a random init vs re-emb
+  (pretrained body, word embeddings re-initialised) on DNA, protein and music, one random token mapping
+  per seed (the paper: six mappings).
+* Fig. 3 shape: the training-loss curves of pretrained and random init, read from the same runs.
+* Table 3 shape: text sentiment with its own tokens vs every token shifted by 1000 (Kao's synthetic
+  text) vs a random init.
+* Table 1 shape: PWCCA between the last layers of models that were not fine-tuned, on protein windows:
+  MiniLM (text) vs AntiBERTy (protein; Kao's PLUS) vs random inits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import pandas as pd
+
+from labcore.demos import PAPERS
+from labcore.jobs.analyses import ModelRef, SimilaritySpec
+from labcore.recipes.base import Claim, Plan, Recipe, Step
+from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, loss_curve_figure,
+                                    majority_floors, new_report, values_by_seed)
+from labcore.record import RunRecord
+from labcore.spec import make_spec
+
+DISCIPLINES = ("dna-splice", "protein-malonylation", "music-composer")
+CONDITIONS = ("pretrained", "random", "re-emb")
+TEXT = "text-sentiment"
+TEXT_CONDITIONS = ("text pretrained", "text shift 1000", "text random")
+PAIRS = ("MiniLM-AntiBERTy", "MiniLM-random", "AntiBERTy-random", "random-random")
+
+
+@dataclass(frozen=True)
+class KaoBudget:
+    run_budget: str  # the RunSpec budget every run uses
+    max_steps: int  # 0: the run budget's own length
+    text_train_size: str
+    similarity_examples: int
+
+
+BUDGETS = {
+    # quick: 80 optimiser steps a run (batch 16) keeps 36 runs within the recipe's CPU time on 2 cores
+    "quick": KaoBudget("quick", 80, "2000", 128),
+    "standard": KaoBudget("standard", 0, "full", 256),
+    "paper": KaoBudget("paper", 0, "full", 1024),
+}
+CUTS = {
+    "quick": ("one MiniLM (6 layers) for Kao's BERT, RoBERTa and ALBERT bases, and no large models",
+              "80 optimiser steps a run instead of 10 epochs; one random token mapping per seed, 3 seeds instead "
+              "of 6 mappings",
+              "one task per discipline (splice junctions, malonylation sites, composers) instead of 8",
+              "text: 2,000 movie-review snippets for the 8 GLUE tasks",
+              "PWCCA on 128 protein windows, one example sample per seed"),
+    "standard": ("one MiniLM for Kao's three bases, no large models; one task per discipline; text: movie "
+                 "reviews for GLUE",),
+    "paper": ("one MiniLM for Kao's three bases, no large models; one task per discipline; text: movie reviews "
+              "for GLUE",),
+}
+
+CLAIMS = (
+    Claim("beats-scratch", "A text-pretrained model fine-tuned on DNA, protein or music tokens mapped to random "
+                           "vocabulary ids scores above the same architecture trained from scratch.", "§3.2, table 6"),
+    Claim("embeddings-matter", "Re-initialising the pretrained word embeddings (re-emb) loses part of the gain: the "
+                               "whole pretrained model scores above re-emb.", "§3.2, table 6"),
+    Claim("faster-loss", "The pretrained model reduces the training loss faster than the model trained from "
+                         "scratch (lower mean training loss over the run).", "§4.1, fig. 3"),
+    Claim("shift-beats-scratch", "On text whose tokens are shifted by 1000 ids, the pretrained model still scores "
+                                 "above a model trained from scratch.", "§3.2, table 3"),
+    Claim("shift-hurts", "Shifting the tokens costs the pretrained model part of its score on the original text.",
+          "§3.2, table 3"),
+    Claim("similar-to-protein-model", "Before fine-tuning, the text model's last layer is more similar (PWCCA) to a "
+                                      "protein-pretrained model's than to a random model's.", "§4.3, table 1"),
+)
+
+# Table 6 (test accuracy %, mean (std) over six mappings): BERT-base, re-emb and scratch rows, the average
+# score of each discipline's tasks.
+PAPER_TABLE_6 = pd.DataFrame({"Protein": ["64.4 (1.2)", "57.1 (1.3)", "49.5 (2.2)"],
+                              "DNA": ["85.8 (0.4)", "85.0 (0.3)", "77.7 (0.7)"],
+                              "Music": ["35.7 (2.3)", "30.1 (2.9)", "22.8 (4.1)"]},
+                             index=pd.Index(["bert", "re-emb", "scratch"], name="condition"))
+# Table 3 (GLUE validation average over 3 seeds): BERT on normal data, BERT on permuted tokens, scratch.
+PAPER_TABLE_3 = pd.DataFrame({"GLUE avg": ["80.9", "66.6", "53.2"], "SST-2 acc": ["92.2", "79.6", "81.0"]},
+                             index=pd.Index(["BERT, normal data", "BERT, permuted tokens", "scratch, permuted tokens"],
+                                            name="condition"))
+# Table 1: PWCCA of the last layers on protein data (fluorescence, stability, localisation).
+PAPER_TABLE_1 = pd.DataFrame({"Flu.": [0.729, 0.598, 0.461, 0.434], "Stab.": [0.634, 0.545, 0.405, 0.388],
+                              "Loc.": [0.504, 0.362, 0.322, 0.387]},
+                             index=pd.Index(["BERT - PLUS", "BERT - random", "PLUS - random", "random - random"],
+                                            name="pair"))
+
+
+def _run(budget: KaoBudget, **values: Any):
+    if budget.max_steps:
+        values["max_steps"] = budget.max_steps
+    return make_spec(model="minilm", budget=budget.run_budget, **values)
+
+
+def plan(budget_name: str, seeds: tuple[int, ...]) -> Plan:
+    budget = BUDGETS[budget_name]
+    steps: list[Step] = []
+    for discipline in DISCIPLINES:
+        for seed in seeds:
+            common = dict(discipline=discipline, mapping="random", mapping_seed=seed, seed=seed)
+            steps += [Step(_run(budget, init="pretrained", **common), "pretrained", seed, "table 6", discipline),
+                      Step(_run(budget, init="random", **common), "random", seed, "table 6", discipline),
+                      Step(_run(budget, init="pretrained", protocol="reemb", **common), "re-emb", seed, "table 6",
+                           discipline)]
+    for seed in seeds:
+        text = dict(discipline=TEXT, train_size=budget.text_train_size, seed=seed)
+        steps += [Step(_run(budget, init="pretrained", mapping="identity", **text), "text pretrained", seed,
+                       "table 3", TEXT),
+                  Step(_run(budget, init="pretrained", mapping="shift", mapping_k=1000, **text), "text shift 1000",
+                       seed, "table 3", TEXT),
+                  Step(_run(budget, init="random", mapping="identity", **text), "text random", seed, "table 3", TEXT)]
+    minilm, antiberty = ModelRef("minilm"), ModelRef("antiberty", mapping="native")
+    for seed in seeds:
+        rand_minilm, rand_antiberty = ModelRef("minilm", "random", seed), ModelRef("antiberty", "random", seed,
+                                                                                   mapping="native")
+        pairs = {"MiniLM-AntiBERTy": (minilm, antiberty), "MiniLM-random": (minilm, rand_minilm),
+                 "AntiBERTy-random": (antiberty, rand_antiberty),
+                 "random-random": (rand_minilm, ModelRef("minilm", "random", 1000 + seed))}
+        for name, models in pairs.items():
+            steps.append(Step(SimilaritySpec(models=models, discipline="protein-malonylation",
+                                             examples=budget.similarity_examples, seed=seed, last_only=True),
+                              name, seed, "table 1", "protein-malonylation"))
+    return Plan("kao", budget_name, seeds, (tuple(steps),), CUTS[budget_name])
+
+
+def mean_train_loss(result: Any) -> float | None:
+    """The mean of a run's logged training losses: the area under its loss curve per step (fig. 3)."""
+    if isinstance(result, RunRecord) and result.status == "done" and result.train_loss:
+        return sum(p[1] for p in result.train_loss) / len(result.train_loss)
+    return None
+
+
+def last_layer_pwcca(result: Any) -> float | None:
+    return float(result["last"]) if isinstance(result, dict) and result.get("last") is not None else None
+
+
+def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
+    out = new_report(RECIPE, plan_, results)
+    claims = {c.id: c for c in CLAIMS}
+    for discipline in DISCIPLINES:
+        out.claims.append(judge(claims["beats-scratch"], plan_, results, "pretrained", "random", facet=discipline))
+    for discipline in DISCIPLINES:
+        out.claims.append(judge(claims["embeddings-matter"], plan_, results, "pretrained", "re-emb", facet=discipline))
+    for discipline in DISCIPLINES:
+        out.claims.append(judge(claims["faster-loss"], plan_, results, "pretrained", "random", facet=discipline,
+                                direction=-1, value=mean_train_loss, metric="mean train loss"))
+    out.claims.append(judge(claims["shift-beats-scratch"], plan_, results, "text shift 1000", "text random"))
+    out.claims.append(judge(claims["shift-hurts"], plan_, results, "text shift 1000", "text pretrained", direction=-1))
+    out.claims.append(judge(claims["similar-to-protein-model"], plan_, results, "MiniLM-AntiBERTy", "MiniLM-random",
+                            value=last_layer_pwcca, metric="PWCCA"))
+
+    out.tables.append(("Table 6 shape: test metric by discipline (mean ± std [95 % interval] (n) over seeds)",
+                       grid_table(plan_, results, conditions=CONDITIONS, facets=DISCIPLINES, part="table 6")))
+    out.tables.append(("Fig. 3 in numbers: mean training loss over the run",
+                       grid_table(plan_, results, conditions=("pretrained", "random"), facets=DISCIPLINES,
+                                  part="table 6", value=mean_train_loss)))
+    out.tables.append(("Table 3 shape: text sentiment, test accuracy",
+                       grid_table(plan_, results, conditions=TEXT_CONDITIONS, facets=(TEXT,), part="table 3")))
+    out.tables.append(("Table 1 shape: PWCCA of the last layers before fine-tuning, protein windows",
+                       grid_table(plan_, results, conditions=PAIRS, facets=("protein-malonylation",), part="table 1",
+                                  value=last_layer_pwcca, index_name="pair")))
+    out.paper_numbers += [PaperNumbers("Kao & Lee, table 6 (test %, mean (std) over 6 mappings)", PAPER_TABLE_6),
+                          PaperNumbers("Kao & Lee, table 3 (GLUE validation, mean of 3 seeds)", PAPER_TABLE_3),
+                          PaperNumbers("Kao & Lee, table 1 (PWCCA, last layer, protein tasks)", PAPER_TABLE_1)]
+    out.figures.append(("Fig. 2 shape: pretrained vs random vs re-emb",
+                        condition_bars(plan_, results, conditions=CONDITIONS, facets=DISCIPLINES, part="table 6",
+                                       floors=majority_floors(plan_, results, DISCIPLINES))))
+    for discipline in DISCIPLINES:
+        out.figures.append((f"Fig. 3 shape: training loss on {discipline}",
+                            loss_curve_figure(plan_, results, conditions=("pretrained", "random"), facet=discipline,
+                                              part="table 6")))
+    out.figures.append(("Table 3 shape: shifted tokens",
+                        condition_bars(plan_, results, conditions=TEXT_CONDITIONS, facets=(TEXT,), part="table 3",
+                                       floors=majority_floors(plan_, results, (TEXT,)))))
+    pwcca = {p: values_by_seed(plan_, results, condition=p, part="table 1", value=last_layer_pwcca) for p in PAIRS}
+    if any(pwcca.values()):
+        out.notes.append("PWCCA here is per position on protein-malonylation windows (MiniLM's and AntiBERTy's "
+                         "tokenisers give the same positions); Kao's is on TAPE's protein tasks.")
+    return out
+
+
+RECIPE = Recipe(name="kao", title="Kao & Lee: is a text model a cross-disciplinary learner?", paper="kao",
+                claims=CLAIMS, planner=plan, reporter=report)
+assert RECIPE.paper in PAPERS

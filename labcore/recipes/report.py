@@ -1,0 +1,282 @@
+"""A recipe's report: tables, figures and verdicts built from finished results only, and its exports.
+
+Everything here is a pure function of a plan and its results (``Step -> RunRecord | dict | None``), so
+a report is rebuilt the same from the store at any time, half-finished recipes included: a condition
+with no finished run shows n = 0 and its claims read "not measured".
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping, Sequence
+
+import pandas as pd
+
+from labcore.metrics import aggregate
+from labcore.recipes.base import Claim, Plan, Step
+from labcore.recipes.verdict import Verdict, decide
+from labcore.record import RunRecord
+
+Results = Mapping[Step, Any]  # a RunRecord for a finished run, a result dict for other kinds, None: not done
+
+
+@dataclass(frozen=True)
+class PaperNumbers:
+    """The paper's own numbers for a table whose shape ours matches, transcribed and cited."""
+
+    source: str  # "Kao & Lee, table 5"
+    table: pd.DataFrame
+
+
+@dataclass
+class Report:
+    recipe: str
+    title: str
+    paper: str
+    budget: str
+    seeds: tuple[int, ...]
+    claims: list[tuple[Claim, Verdict]] = field(default_factory=list)
+    tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
+    paper_numbers: list[PaperNumbers] = field(default_factory=list)
+    figures: list[tuple[str, Any]] = field(default_factory=list)  # (title, plotly Figure)
+    cuts: tuple[str, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    done: int = 0
+    total: int = 0
+    wall_s: float = 0.0  # summed wall time of the finished runs and pretrainings
+
+    @property
+    def complete(self) -> bool:
+        return self.total > 0 and self.done == self.total
+
+
+# ------------------------------------------------------------------------------------------ reading results
+
+
+def run_value(result: Any) -> float | None:
+    """The test metric of a finished run (None: not finished, failed, or untrained)."""
+    if isinstance(result, RunRecord) and result.status == "done":
+        return result.test_value
+    return None
+
+
+def values_by_seed(plan: Plan, results: Results, *, condition: str, facet: str | None = None,
+                   part: str | None = None, value: Callable[[Any], float | None] = run_value) -> dict[int, float]:
+    """{seed: value} of one condition's finished steps (of one facet and part where given)."""
+    out: dict[int, float] = {}
+    for step in plan.steps:
+        if step.condition != condition or (facet is not None and step.facet != facet) \
+                or (part is not None and step.part != part):
+            continue
+        v = value(results.get(step))
+        if v is not None and math.isfinite(v):
+            out[step.seed] = float(v)
+    return out
+
+
+def cell(values: Sequence[float], scale: float = 1.0, digits: int = 3) -> str:
+    """"mean ± std [low, high] (n)" with the 95 % t-interval; "–" with nothing finished."""
+    if not values:
+        return "–"
+    agg = aggregate(values)
+    if agg.n == 1:
+        return f"{agg.mean * scale:.{digits}f} (n = 1)"
+    return (f"{agg.mean * scale:.{digits}f} ± {agg.std * scale:.{digits}f} "
+            f"[{agg.ci_low * scale:.{digits}f}, {agg.ci_high * scale:.{digits}f}] (n = {agg.n})")
+
+
+def grid_table(plan: Plan, results: Results, *, conditions: Sequence[str], facets: Sequence[str],
+               part: str | None = None, value: Callable[[Any], float | None] = run_value,
+               scale: float = 1.0, digits: int = 3, index_name: str = "condition") -> pd.DataFrame:
+    """Conditions as rows, facets as columns, each cell :func:`cell` of that condition's seeds."""
+    rows = {c: {f: cell(list(values_by_seed(plan, results, condition=c, facet=f, part=part, value=value).values()),
+                        scale, digits) for f in facets} for c in conditions}
+    frame = pd.DataFrame.from_dict(rows, orient="index", columns=list(facets))
+    frame.index.name = index_name
+    return frame
+
+
+def long_table(plan: Plan, results: Results, *, value: Callable[[Any], float | None] = run_value) -> pd.DataFrame:
+    """Every step with its number: the CSV export and the data of the figures."""
+    rows = []
+    for step in plan.steps:
+        result = results.get(step)
+        status = result.status if isinstance(result, RunRecord) else ("done" if result is not None else "")
+        rows.append(dict(part=step.part, facet=step.facet, condition=step.condition, seed=step.seed,
+                         kind=type(step.spec).__name__, status=status or "not finished", value=value(result),
+                         wall_time_s=result.wall_time_s if isinstance(result, RunRecord) else None))
+    return pd.DataFrame(rows, columns=["part", "facet", "condition", "seed", "kind", "status", "value", "wall_time_s"])
+
+
+def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, direction: int = 1,
+          facet: str | None = None, part: str | None = None, value: Callable[[Any], float | None] = run_value,
+          metric: str = "") -> tuple[Claim, Verdict]:
+    """The claim with its verdict on a (facet's) condition a against b: :func:`labcore.recipes.verdict.decide`."""
+    va = values_by_seed(plan, results, condition=a, facet=facet, part=part, value=value)
+    vb = values_by_seed(plan, results, condition=b, facet=facet, part=part, value=value)
+    label = f" on {facet}" if facet else ""
+    return claim, decide(claim.id + (f"/{facet}" if facet else ""), a + label, b + label, va, vb,
+                         direction=direction, metric=metric)
+
+
+def progress_counts(plan: Plan, results: Results) -> tuple[int, int, float]:
+    """(finished steps, all steps, their summed wall time in seconds)."""
+    done = [results.get(s) for s in plan.steps if results.get(s) is not None]
+    wall = sum(r.wall_time_s for r in done if isinstance(r, RunRecord))
+    wall += sum(float(r.get("wall_time_s", 0) or 0) for r in done if isinstance(r, dict))
+    return len(done), len(plan.steps), wall
+
+
+def new_report(recipe: Any, plan: Plan, results: Results) -> Report:
+    done, total, wall = progress_counts(plan, results)
+    return Report(recipe=recipe.name, title=recipe.title, paper=recipe.paper, budget=plan.budget,
+                  seeds=plan.seeds, cuts=plan.cuts, done=done, total=total, wall_s=wall)
+
+
+# ------------------------------------------------------------------------------------------ exports
+
+
+def verdict_table(report: Report) -> pd.DataFrame:
+    rows = [dict(claim=c.id, section=c.section, verdict=v.word, a=v.a, b=v.b, mean_a=v.mean_a, mean_b=v.mean_b,
+                 difference=v.difference, ci_low=v.ci_low, ci_high=v.ci_high, n_a=v.n_a, n_b=v.n_b,
+                 paired=v.paired, numbers=v.sentence())
+            for c, v in report.claims]
+    return pd.DataFrame(rows, columns=["claim", "section", "verdict", "a", "b", "mean_a", "mean_b", "difference",
+                                       "ci_low", "ci_high", "n_a", "n_b", "paired", "numbers"])
+
+
+def to_csv(report: Report, plan: Plan, results: Results) -> str:
+    """Every step's number and then every verdict, as one CSV text (two blocks, a header each)."""
+    out = io.StringIO()
+    out.write(f"# {report.title} ({report.budget} budget, seeds {', '.join(map(str, report.seeds))})\n")
+    long_table(plan, results).to_csv(out, index=False)
+    out.write("\n# verdicts\n")
+    verdict_table(report).to_csv(out, index=False)
+    return out.getvalue()
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; color: #222; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
+.holds { color: #1a7f37; font-weight: bold; } .does-not-hold { color: #b42318; font-weight: bold; }
+.inconclusive { color: #8a6d00; font-weight: bold; } .not-measured { color: #666; font-weight: bold; }
+"""
+
+
+def _frame_html(frame: pd.DataFrame) -> str:
+    return frame.to_html(border=0, na_rep="–", float_format=lambda x: f"{x:.3f}")
+
+
+def to_html(report: Report) -> str:
+    """A self-contained HTML page: text, tables, and the figures with plotly.js embedded (works offline)."""
+    e = html.escape
+    parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(report.title)}</title>"
+             f"<style>{_STYLE}</style></head><body>",
+             f"<h1>{e(report.title)}</h1>",
+             f"<p>Budget <b>{e(report.budget)}</b>, seeds {e(', '.join(map(str, report.seeds)))}; "
+             f"{report.done} of {report.total} jobs finished, {report.wall_s / 60:.1f} min of run time.</p>",
+             "<h2>Claims and verdicts</h2><ul>"]
+    for claim, verdict in report.claims:
+        css = verdict.word.replace(" ", "-")
+        parts.append(f"<li><p>{e(claim.text)} ({e(claim.section)})</p><p><span class='{css}'>{e(verdict.word)}</span>"
+                     f": {e(verdict.sentence())}</p></li>")
+    parts.append("</ul><p>Rule: the 95 % t-interval of the difference over seeds (paired by seed where both sides "
+                 "have the same seeds) excludes 0 on the claimed side: holds; on the other side: does not hold; "
+                 "covers 0, or fewer than two seeds: inconclusive.</p>")
+    if report.cuts:
+        parts.append("<h2>What this budget leaves out</h2><ul>" + "".join(f"<li>{e(c)}</li>" for c in report.cuts)
+                     + "</ul>")
+    for title, frame in report.tables:
+        parts.append(f"<h2>{e(title)}</h2>{_frame_html(frame)}")
+    for numbers in report.paper_numbers:
+        parts.append(f"<h2>The paper's numbers: {e(numbers.source)}</h2>{_frame_html(numbers.table)}")
+    first = True
+    for title, figure in report.figures:
+        # plotly.js once, inline, with the first figure: the file opens without a network
+        parts.append(f"<h2>{e(title)}</h2>" + figure.to_html(full_html=False, include_plotlyjs=True if first else False))
+        first = False
+    if report.notes:
+        parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in report.notes) + "</ul>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+__all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "grid_table", "judge", "long_table",
+           "loss_curve_figure", "majority_floors", "new_report",
+           "progress_counts", "run_value", "to_csv", "to_html", "values_by_seed", "verdict_table"]
+
+
+# ------------------------------------------------------------------------------------------ figures
+
+
+def condition_bars(plan: Plan, results: Results, *, conditions: Sequence[str], facets: Sequence[str],
+                   part: str | None = None, value: Callable[[Any], float | None] = run_value,
+                   title: str = "", y_title: str = "test metric (mean ± std over seeds)",
+                   floors: Mapping[str, float] | None = None):
+    """Grouped bars: one group per facet, one bar per condition, ±1 std error bars, seeds as dots;
+    ``floors`` (facet -> value) draws the majority class or chance as a dashed line per group."""
+    import numpy as np
+    import plotly.graph_objects as go
+
+    from labcore.figures import BASELINE, role_colors
+
+    fig = go.Figure()
+    colours = role_colors(list(conditions))
+    for condition, colour in zip(conditions, colours):
+        means, stds, ns = [], [], []
+        for facet in facets:
+            vals = list(values_by_seed(plan, results, condition=condition, facet=facet, part=part,
+                                       value=value).values())
+            means.append(float(np.mean(vals)) if vals else None)
+            stds.append(float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0)
+            ns.append(len(vals))
+        fig.add_trace(go.Bar(x=list(facets), y=means, name=condition, marker_color=colour,
+                             error_y=dict(type="data", array=stds, color="black", thickness=1.5, width=6),
+                             customdata=np.stack([ns, stds], axis=-1),
+                             hovertemplate="%{x}<br>mean %{y:.3f} ± %{customdata[1]:.3f} (n = %{customdata[0]})"
+                                           "<extra>" + condition + "</extra>"))
+    for i, facet in enumerate(facets):
+        floor = (floors or {}).get(facet)
+        if floor is not None:
+            fig.add_shape(type="line", x0=i - 0.45, x1=i + 0.45, y0=floor, y1=floor, xref="x", yref="y",
+                          line=dict(color=BASELINE, dash="dash", width=2))
+    fig.update_layout(barmode="group", title=title or None, template="plotly_white", height=420,
+                      margin=dict(l=50, r=20, t=50 if title else 20, b=40))
+    fig.update_yaxes(title_text=y_title)
+    return fig
+
+
+def loss_curve_figure(plan: Plan, results: Results, *, conditions: Sequence[str], facet: str | None = None,
+                      part: str | None = None, title: str = ""):
+    """Mean training-loss curve per condition with a ±1 std band over seeds (Kao & Lee fig. 3)."""
+    from labcore.figures import mean_std_curves
+
+    groups: dict[str, list] = {c: [] for c in conditions}
+    validation: dict[str, list] = {c: [] for c in conditions}
+    metric = "metric"
+    for step in plan.steps:
+        result = results.get(step)
+        if step.condition in groups and (facet is None or step.facet == facet) \
+                and (part is None or step.part == part) and isinstance(result, RunRecord) and result.train_loss:
+            groups[step.condition].append([tuple(p) for p in result.train_loss])
+            validation[step.condition].append([tuple(p) for p in result.val_curve])
+            metric = result.metric or metric
+    return mean_std_curves({c: g for c, g in groups.items() if g}, validation=validation, metric=metric,
+                           title=title)
+
+
+def majority_floors(plan: Plan, results: Results, facets: Sequence[str]) -> dict[str, float]:
+    """facet -> the majority-class score its finished runs recorded (chance for bit accuracy)."""
+    out: dict[str, float] = {}
+    for step in plan.steps:
+        result = results.get(step)
+        if step.facet in facets and step.facet not in out and isinstance(result, RunRecord):
+            if result.baseline.get("majority") is not None:
+                out[step.facet] = float(result.baseline["majority"])
+            elif result.metric == "bit_accuracy":
+                out[step.facet] = 0.5
+    return out
