@@ -70,7 +70,9 @@ class Recipe:
     title: str
     paper: str  # key of labcore.demos.PAPERS
     claims: tuple[Claim, ...]
-    planner: Callable[[str, tuple[int, ...]], Plan]  # (budget, seeds) -> plan
+    # (budget, seeds, adjust) -> plan. The planner passes every spec it builds through ``adjust`` before any
+    # other spec refers to it (a ``run:`` body, a ``lab:`` name), so a test can shrink a whole plan.
+    planner: Callable[[str, tuple[int, ...], Callable[[Any], Any]], Plan]
     reporter: Callable[[Plan, Mapping[Step, Any]], Any]  # (plan, step -> result or None) -> Report
     default_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: {"quick": (0, 1, 2),
                                                                                    "standard": (0, 1, 2),
@@ -83,13 +85,17 @@ class Recipe:
         raise LabError(f"recipe {self.name} has no claim {claim_id!r}; its claims: "
                        f"{', '.join(c.id for c in self.claims)}")
 
-    def plan(self, budget: str = "quick", seeds: Sequence[int] | None = None) -> Plan:
+    # run time of one step on this machine before any has been measured (the quick budget's typical run)
+    prior_step_s: float = 60.0
+
+    def plan(self, budget: str = "quick", seeds: Sequence[int] | None = None,
+             adjust: Callable[[Any], Any] | None = None) -> Plan:
         if budget not in BUDGETS:
             raise LabError(f"unknown recipe budget {budget!r}; valid budgets: {', '.join(BUDGETS)}")
         chosen = tuple(int(s) for s in (seeds if seeds else self.default_seeds[budget]))
         if len(set(chosen)) != len(chosen) or any(s < 0 for s in chosen):
             raise LabError(f"seeds must be distinct whole numbers from 0, got {list(chosen)}")
-        return self.planner(budget, chosen)
+        return self.planner(budget, chosen, adjust or (lambda spec: spec))
 
     def report(self, plan: Plan, results: Mapping[Step, Any]):
         return self.reporter(plan, results)

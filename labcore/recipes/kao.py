@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import pandas as pd
 
@@ -91,15 +91,15 @@ PAPER_TABLE_1 = pd.DataFrame({"Flu.": [0.729, 0.598, 0.461, 0.434], "Stab.": [0.
                                             name="pair"))
 
 
-def _run(budget: KaoBudget, **values: Any):
-    if budget.max_steps:
-        values["max_steps"] = budget.max_steps
-    return make_spec(model="minilm", budget=budget.run_budget, **values)
-
-
-def plan(budget_name: str, seeds: tuple[int, ...]) -> Plan:
+def plan(budget_name: str, seeds: tuple[int, ...], adjust: Callable[[Any], Any]) -> Plan:
     budget = BUDGETS[budget_name]
     steps: list[Step] = []
+
+    def _run(budget: KaoBudget, **values: Any):
+        if budget.max_steps:
+            values["max_steps"] = budget.max_steps
+        return adjust(make_spec(model="minilm", budget=budget.run_budget, **values))
+
     for discipline in DISCIPLINES:
         for seed in seeds:
             common = dict(discipline=discipline, mapping="random", mapping_seed=seed, seed=seed)
@@ -122,8 +122,8 @@ def plan(budget_name: str, seeds: tuple[int, ...]) -> Plan:
                  "AntiBERTy-random": (antiberty, rand_antiberty),
                  "random-random": (rand_minilm, ModelRef("minilm", "random", 1000 + seed))}
         for name, models in pairs.items():
-            steps.append(Step(SimilaritySpec(models=models, discipline="protein-malonylation",
-                                             examples=budget.similarity_examples, seed=seed, last_only=True),
+            steps.append(Step(adjust(SimilaritySpec(models=models, discipline="protein-malonylation",
+                                             examples=budget.similarity_examples, seed=seed, last_only=True)),
                               name, seed, "table 1", "protein-malonylation"))
     return Plan("kao", budget_name, seeds, (tuple(steps),), CUTS[budget_name])
 

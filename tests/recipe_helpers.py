@@ -1,0 +1,51 @@
+"""Run a recipe's whole plan, shrunk to tiny jobs, through a real store and an in-process worker."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from labcore.executor import LocalExecutor
+from labcore.jobs.analyses import AnalysisSpec, ModelRef
+from labcore.pretrain.spec import PretrainSpec
+from labcore.recipes.drive import advance, progress, results_of
+from labcore.spec import RunSpec
+from labcore.worker import Worker
+
+TINY_MODEL = "tiny:bert"
+# The tiny vocabulary (45 ids) cannot give music's 128 symbols ids of their own: music runs on MiniLM, kept
+# small by its length and steps.
+NEEDS_VOCABULARY = ("music-composer",)
+
+
+def _tiny_ref(ref: ModelRef) -> ModelRef:
+    return ref if ref.run else dataclasses.replace(ref, model=TINY_MODEL, mapping="auto")
+
+
+def tiny(spec: Any) -> Any:
+    """The ``adjust`` that shrinks any recipe spec: a 2-layer random BERT, a few steps, few examples."""
+    if isinstance(spec, RunSpec):
+        model = spec.model if spec.model.startswith(("lab:", "run:")) else TINY_MODEL
+        extra = {}
+        if spec.discipline in NEEDS_VOCABULARY and model == TINY_MODEL:
+            model, extra = "minilm", dict(max_length=32)
+        return spec.replace(model=model, max_steps=4, eval_every=2, train_size="48", precision="fp32", **extra)
+    if isinstance(spec, AnalysisSpec):
+        examples = min(spec.examples, 8) if spec.examples else 0
+        return dataclasses.replace(spec, models=tuple(_tiny_ref(m) for m in spec.models), examples=examples)
+    if isinstance(spec, PretrainSpec):
+        return dataclasses.replace(spec, size="tiny" if not spec.start else spec.size, steps=3, tokens=0,
+                                   sequences=64, batch_size=8)
+    return spec
+
+
+def run_tiny(recipe, store, seeds=(0, 1), budget: str = "quick"):
+    """(plan, results) after every stage of the tiny plan ran (stages in order, as the driver submits them)."""
+    plan = recipe.plan(budget, seeds, adjust=tiny)
+    executor = LocalExecutor(store, autostart=False)
+    for _ in range(len(plan.stages) + 1):
+        advance(plan, executor)
+        Worker(store, exit_when_idle=True).serve()
+        if progress(plan, store).ended:
+            break
+    return plan, results_of(plan, store)

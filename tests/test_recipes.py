@@ -1,0 +1,82 @@
+"""Recipes: the verdict rule on constructed numbers, plans and their keys, and each report from tiny runs."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from labcore.errors import LabError
+from labcore.recipes import RECIPES
+from labcore.recipes.drive import plan_keys, progress
+from labcore.recipes.report import to_csv, to_html, verdict_table
+from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, decide
+
+from recipe_helpers import run_tiny
+
+
+# ------------------------------------------------------------------------------------------ the verdict rule
+
+
+def test_a_claim_holds_when_the_interval_of_the_difference_is_on_its_side():
+    v = decide("c", "pretrained", "random", {0: 0.90, 1: 0.92, 2: 0.91}, {0: 0.80, 1: 0.83, 2: 0.81})
+    assert v.word == HOLDS and v.paired and v.ci_low > 0
+    assert v.difference == pytest.approx(0.0967, abs=1e-3)
+    # the same numbers against a claim of "lower" do not hold
+    assert decide("c", "pretrained", "random", {0: 0.90, 1: 0.92, 2: 0.91}, {0: 0.80, 1: 0.83, 2: 0.81},
+                  direction=-1).word == DOES_NOT_HOLD
+
+
+def test_a_claim_is_inconclusive_when_the_interval_covers_zero_or_cannot_be_drawn():
+    noisy = decide("c", "a", "b", {0: 0.9, 1: 0.7, 2: 0.8}, {0: 0.8, 1: 0.85, 2: 0.75})
+    assert noisy.word == INCONCLUSIVE and noisy.ci_low < 0 < noisy.ci_high
+    one = decide("c", "a", "b", {0: 0.9}, {0: 0.5})
+    assert one.word == INCONCLUSIVE and math.isnan(one.ci_low) and "fewer than two seeds" in one.sentence()
+    assert decide("c", "a", "b", {}, {0: 0.5}).word == NOT_MEASURED
+
+
+def test_unpaired_seeds_use_welchs_interval():
+    v = decide("c", "a", "b", {0: 0.9, 1: 0.91, 2: 0.92}, {5: 0.5, 6: 0.52})
+    assert not v.paired and v.word == HOLDS
+    from scipy import stats
+
+    ci = stats.ttest_ind([0.9, 0.91, 0.92], [0.5, 0.52], equal_var=False).confidence_interval(0.95)
+    assert (v.ci_low, v.ci_high) == pytest.approx((ci.low, ci.high))
+
+
+def test_a_recipe_refuses_an_unknown_budget_and_repeated_seeds():
+    with pytest.raises(LabError, match="valid budgets"):
+        RECIPES["kao"].plan("huge")
+    with pytest.raises(LabError, match="distinct"):
+        RECIPES["kao"].plan("quick", (1, 1))
+
+
+def test_every_recipe_plans_distinct_jobs_at_every_budget():
+    for name in RECIPES.names():
+        recipe = RECIPES[name]
+        for budget in ("quick", "standard", "paper"):
+            plan = recipe.plan(budget)
+            keys = plan_keys(plan)
+            assert len(set(keys.values())) == len(plan.steps), (name, budget)
+            assert plan.cuts or budget != "quick", f"{name}: the quick budget must say what it cuts"
+
+
+# ------------------------------------------------------------------------------------------ reports from tiny runs
+
+
+def test_kao_report_from_tiny_runs(store, one_torch_thread):
+    recipe = RECIPES["kao"]
+    plan, results = run_tiny(recipe, store)
+    assert progress(plan, store).ended
+    report = recipe.report(plan, results)
+    assert report.done == report.total == len(plan.steps)
+    words = {v.claim: v.word for _, v in report.claims}
+    assert set(words) >= {"beats-scratch/dna-splice", "shift-hurts", "similar-to-protein-model"}
+    assert not [w for w in words.values() if w == NOT_MEASURED]
+    table = dict(report.tables)["Table 6 shape: test metric by discipline (mean ± std [95 % interval] (n) over seeds)"]
+    assert list(table.columns) == ["dna-splice", "protein-malonylation", "music-composer"]
+    assert all("(n = 2)" in c for c in table.loc["pretrained"])
+    page = to_html(report)
+    assert page.count("class=\"plotly-graph-div\"") == len(report.figures) and "plotly.js" in page.lower()
+    csv = to_csv(report, plan, results)
+    assert "# verdicts" in csv and len(verdict_table(report)) == len(report.claims)
