@@ -10,7 +10,8 @@ registers itself in :data:`EXECUTORS`; neither the pages nor the job kinds chang
 
 Choose the backend with ``TRANSFERLAB_EXECUTOR`` (default ``local``; ``ray`` runs jobs on a Ray cluster,
 :class:`RayExecutor`, with ``RAY_ADDRESS``) and the number of local workers with ``TRANSFERLAB_WORKERS``
-(default 1). This module imports neither torch nor Ray.
+(default 1); :func:`executor_for` reads them, for the app and for every command that queues. This module
+imports neither torch nor Ray.
 """
 
 from __future__ import annotations
@@ -263,11 +264,14 @@ class RayExecutor(LocalExecutor):
         return self.store.workers(alive_only=True, role=self.ROLE)
 
 
-EXECUTORS: Registry[Callable[[], Executor]] = Registry("executor")
+# Each backend's factory takes the store (None: the current cache's) and whether the executor may start its
+# claiming processes; it reads the rest of its settings from the environment.
+EXECUTORS: Registry[Callable[..., Executor]] = Registry("executor")
 
 
-def _local_from_environment() -> LocalExecutor:
-    return LocalExecutor(workers=int(env_number("TRANSFERLAB_WORKERS", 1, "how many local workers to run (default 1)")))
+def _local_from_environment(store: Store | None = None, *, autostart: bool = True) -> LocalExecutor:
+    return LocalExecutor(store, autostart=autostart,
+                         workers=int(env_number("TRANSFERLAB_WORKERS", 1, "how many local workers to run (default 1)")))
 
 
 EXECUTORS.register("local", _local_from_environment)
@@ -276,9 +280,24 @@ EXECUTORS.register("ray", RayExecutor)
 _EXECUTOR: dict[str, Executor] = {}
 
 
+def executor_kind(kind: str | None = None) -> str:
+    """``kind``, else the backend ``TRANSFERLAB_EXECUTOR`` names (unset or empty: ``local``)."""
+    return kind or os.environ.get("TRANSFERLAB_EXECUTOR") or "local"
+
+
+def executor_for(store: Store | None = None, *, autostart: bool = True, kind: str | None = None) -> Executor:
+    """A new executor of the backend ``kind`` or ``TRANSFERLAB_EXECUTOR`` names, on ``store``; with
+    ``autostart`` off it starts no claiming process of its own (a CLI without ``--start``)."""
+    kind = executor_kind(kind)
+    if kind not in EXECUTORS:
+        raise LabError(f"unknown executor {kind!r} (TRANSFERLAB_EXECUTOR chooses one); valid names: "
+                       f"{', '.join(EXECUTORS)}")
+    return EXECUTORS[kind](store, autostart=autostart)
+
+
 def get_executor(kind: str | None = None) -> Executor:
     """The process's executor: ``kind`` or ``TRANSFERLAB_EXECUTOR`` (default ``local``)."""
-    kind = kind or os.environ.get("TRANSFERLAB_EXECUTOR", "local")
+    kind = executor_kind(kind)
     if kind not in _EXECUTOR:
-        _EXECUTOR[kind] = EXECUTORS[kind]()
+        _EXECUTOR[kind] = executor_for(kind=kind)
     return _EXECUTOR[kind]
