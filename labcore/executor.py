@@ -72,6 +72,22 @@ class _StoreExecutor:
     def _wake_workers(self) -> None:
         raise NotImplementedError
 
+    def ensure_workers(self) -> list[int]:
+        """Start what runs queued jobs unless it is alive; returns the pids started (often none).
+
+        None starts while the workers are held (the teacher stopped them): queued jobs wait for a start.
+        """
+        from labcore.pool import reap_children
+
+        reap_children()
+        if self.store.workers_held():
+            return []
+        return self._start_missing_workers()
+
+    def _start_missing_workers(self) -> list[int]:
+        """Start the claiming processes that are not alive (the workers are not held)."""
+        raise NotImplementedError
+
     def _admit(self, new: list[NewJob]) -> None:
         """Refuse jobs this executor could never run, before any is queued (the local pool runs any)."""
 
@@ -140,19 +156,16 @@ class LocalExecutor(_StoreExecutor):
         if self.autostart:
             self.ensure_workers()
 
-    def ensure_workers(self) -> list[int]:
-        """Start workers until ``self.workers`` are alive; returns the pids started (often none).
+    def _start_missing_workers(self) -> list[int]:
+        """Start workers until ``self.workers`` are alive.
 
         The count and the start happen under the store's lock, so two pages pressing run at the same
         moment start one worker, not two. Workers run in their own session: they outlive page reloads
         and the server; ``python -m labcore worker --stop`` stops them.
         """
-        from labcore.pool import reap_children, start_worker
+        from labcore.pool import start_worker
 
-        reap_children()
         started: list[int] = []
-        if self.store.workers_held():  # the teacher stopped the workers: queued jobs wait for a start
-            return started
         with self.store.cache.transact(retry=True):
             alive = self.store.workers(alive_only=True, role="worker")
             for _ in range(self.workers - len(alive)):
@@ -215,6 +228,7 @@ class RayExecutor(LocalExecutor):
 
         Starts that process when none is alive (unless ``autostart`` is off) and waits for its first
         report; a process that could not connect or found the store unreachable from a node says why.
+        While the workers are held none starts, and with none alive there is nothing to wait for.
         """
         if self.autostart:
             self.ensure_workers()
@@ -226,6 +240,11 @@ class RayExecutor(LocalExecutor):
                 if info.get("error"):
                     raise LabError(f"the Ray executor cannot run jobs: {info['error']}")
                 return info
+            held = self.store.workers_held() if self.autostart and not pumps else None
+            if held:
+                raise LabError(f"the workers were stopped (by {held.get('who') or 'someone'}), so no Ray executor "
+                               f"runs to check this job against the cluster's nodes; start the workers again "
+                               f"(the teacher's controls on the Runs page), then submit it")
             if time.time() >= deadline:
                 log = f" (its log is in {self.store.logs_dir})" if self.autostart else ""
                 raise LabError(f"no Ray executor reported within {self.start_timeout_s:g} s{log}; start one with "
@@ -248,11 +267,10 @@ class RayExecutor(LocalExecutor):
                                f"of the Ray cluster has that — nodes: {have or 'none alive'}. Ask for less "
                                f"(TRANSFERLAB_RUN_GPUS for runs) or add a node that has it")
 
-    def ensure_workers(self) -> list[int]:
-        """Start the Ray executor process unless one is alive on this store; returns the pid started."""
-        from labcore.pool import reap_children, start_worker
+    def _start_missing_workers(self) -> list[int]:
+        """Start the Ray executor process unless one is alive on this store."""
+        from labcore.pool import start_worker
 
-        reap_children()
         with self.store.cache.transact(retry=True):
             if self.store.workers(alive_only=True, role=self.ROLE):
                 return []
