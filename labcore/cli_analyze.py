@@ -78,9 +78,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     job = jobs.new_job(spec)  # resolves and checks: nothing loads before this passes
     store = open_store(args.store)
     if args.queue:
-        from labcore.executor import LocalExecutor
+        from labcore.executor import executor_for
 
-        submission = LocalExecutor(store, autostart=False).submit(spec)
+        submission = executor_for(store, autostart=False).submit(spec)
         print(json.dumps({"key": submission.key, "status": submission.status, "outcome": submission.outcome}))
         return 0
     cached = store.get(job.key)

@@ -11,13 +11,12 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
 
 from labcore.cli_args import add_spec_arguments, spec_from_args
 from labcore.errors import LabError
 from labcore.events import describe
-from labcore.executor import LocalExecutor, RayExecutor
+from labcore.executor import Executor, executor_for
 from labcore.fmt import fmt_age
 from labcore.pool import add_worker_arguments
 from labcore.record import RunRecord
@@ -88,13 +87,10 @@ def _add_store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=None, help="store folder (default: <TRANSFERLAB_CACHE>/store)")
 
 
-def _executor(args: argparse.Namespace) -> LocalExecutor:
+def _executor(args: argparse.Namespace) -> Executor:
     """The executor TRANSFERLAB_EXECUTOR names (local by default), on ``--store``; it starts its claiming
     process only with ``--start``."""
-    store, start = open_store(getattr(args, "store", None)), bool(getattr(args, "start", False))
-    if os.environ.get("TRANSFERLAB_EXECUTOR", "local") == "ray":
-        return RayExecutor(store, autostart=start)
-    return LocalExecutor(store, autostart=start)
+    return executor_for(open_store(getattr(args, "store", None)), autostart=bool(getattr(args, "start", False)))
 
 
 def _worker_hint(store: Store, submissions: list[Submission]) -> None:

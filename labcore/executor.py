@@ -10,7 +10,8 @@ registers itself in :data:`EXECUTORS`; neither the pages nor the job kinds chang
 
 Choose the backend with ``TRANSFERLAB_EXECUTOR`` (default ``local``; ``ray`` runs jobs on a Ray cluster,
 :class:`RayExecutor`, with ``RAY_ADDRESS``) and the number of local workers with ``TRANSFERLAB_WORKERS``
-(default 1). This module imports neither torch nor Ray.
+(default 1); :func:`executor_for` reads them, for the app and for every command that queues. This module
+imports neither torch nor Ray.
 """
 
 from __future__ import annotations
@@ -69,6 +70,22 @@ class _StoreExecutor:
     store: Store
 
     def _wake_workers(self) -> None:
+        raise NotImplementedError
+
+    def ensure_workers(self) -> list[int]:
+        """Start what runs queued jobs unless it is alive; returns the pids started (often none).
+
+        None starts while the workers are held (the teacher stopped them): queued jobs wait for a start.
+        """
+        from labcore.pool import reap_children
+
+        reap_children()
+        if self.store.workers_held():
+            return []
+        return self._start_missing_workers()
+
+    def _start_missing_workers(self) -> list[int]:
+        """Start the claiming processes that are not alive (the workers are not held)."""
         raise NotImplementedError
 
     def _admit(self, new: list[NewJob]) -> None:
@@ -139,19 +156,16 @@ class LocalExecutor(_StoreExecutor):
         if self.autostart:
             self.ensure_workers()
 
-    def ensure_workers(self) -> list[int]:
-        """Start workers until ``self.workers`` are alive; returns the pids started (often none).
+    def _start_missing_workers(self) -> list[int]:
+        """Start workers until ``self.workers`` are alive.
 
         The count and the start happen under the store's lock, so two pages pressing run at the same
         moment start one worker, not two. Workers run in their own session: they outlive page reloads
         and the server; ``python -m labcore worker --stop`` stops them.
         """
-        from labcore.pool import reap_children, start_worker
+        from labcore.pool import start_worker
 
-        reap_children()
         started: list[int] = []
-        if self.store.workers_held():  # the teacher stopped the workers: queued jobs wait for a start
-            return started
         with self.store.cache.transact(retry=True):
             alive = self.store.workers(alive_only=True, role="worker")
             for _ in range(self.workers - len(alive)):
@@ -214,6 +228,7 @@ class RayExecutor(LocalExecutor):
 
         Starts that process when none is alive (unless ``autostart`` is off) and waits for its first
         report; a process that could not connect or found the store unreachable from a node says why.
+        While the workers are held none starts, and with none alive there is nothing to wait for.
         """
         if self.autostart:
             self.ensure_workers()
@@ -225,6 +240,11 @@ class RayExecutor(LocalExecutor):
                 if info.get("error"):
                     raise LabError(f"the Ray executor cannot run jobs: {info['error']}")
                 return info
+            held = self.store.workers_held() if self.autostart and not pumps else None
+            if held:
+                raise LabError(f"the workers were stopped (by {held.get('who') or 'someone'}), so no Ray executor "
+                               f"runs to check this job against the cluster's nodes; start the workers again "
+                               f"(the teacher's controls on the Runs page), then submit it")
             if time.time() >= deadline:
                 log = f" (its log is in {self.store.logs_dir})" if self.autostart else ""
                 raise LabError(f"no Ray executor reported within {self.start_timeout_s:g} s{log}; start one with "
@@ -247,11 +267,10 @@ class RayExecutor(LocalExecutor):
                                f"of the Ray cluster has that — nodes: {have or 'none alive'}. Ask for less "
                                f"(TRANSFERLAB_RUN_GPUS for runs) or add a node that has it")
 
-    def ensure_workers(self) -> list[int]:
-        """Start the Ray executor process unless one is alive on this store; returns the pid started."""
-        from labcore.pool import reap_children, start_worker
+    def _start_missing_workers(self) -> list[int]:
+        """Start the Ray executor process unless one is alive on this store."""
+        from labcore.pool import start_worker
 
-        reap_children()
         with self.store.cache.transact(retry=True):
             if self.store.workers(alive_only=True, role=self.ROLE):
                 return []
@@ -263,11 +282,14 @@ class RayExecutor(LocalExecutor):
         return self.store.workers(alive_only=True, role=self.ROLE)
 
 
-EXECUTORS: Registry[Callable[[], Executor]] = Registry("executor")
+# Each backend's factory takes the store (None: the current cache's) and whether the executor may start its
+# claiming processes; it reads the rest of its settings from the environment.
+EXECUTORS: Registry[Callable[..., Executor]] = Registry("executor")
 
 
-def _local_from_environment() -> LocalExecutor:
-    return LocalExecutor(workers=int(env_number("TRANSFERLAB_WORKERS", 1, "how many local workers to run (default 1)")))
+def _local_from_environment(store: Store | None = None, *, autostart: bool = True) -> LocalExecutor:
+    return LocalExecutor(store, autostart=autostart,
+                         workers=int(env_number("TRANSFERLAB_WORKERS", 1, "how many local workers to run (default 1)")))
 
 
 EXECUTORS.register("local", _local_from_environment)
@@ -276,9 +298,24 @@ EXECUTORS.register("ray", RayExecutor)
 _EXECUTOR: dict[str, Executor] = {}
 
 
+def executor_kind(kind: str | None = None) -> str:
+    """``kind``, else the backend ``TRANSFERLAB_EXECUTOR`` names (unset or empty: ``local``)."""
+    return kind or os.environ.get("TRANSFERLAB_EXECUTOR") or "local"
+
+
+def executor_for(store: Store | None = None, *, autostart: bool = True, kind: str | None = None) -> Executor:
+    """A new executor of the backend ``kind`` or ``TRANSFERLAB_EXECUTOR`` names, on ``store``; with
+    ``autostart`` off it starts no claiming process of its own (a CLI without ``--start``)."""
+    kind = executor_kind(kind)
+    if kind not in EXECUTORS:
+        raise LabError(f"unknown executor {kind!r} (TRANSFERLAB_EXECUTOR chooses one); valid names: "
+                       f"{', '.join(EXECUTORS)}")
+    return EXECUTORS[kind](store, autostart=autostart)
+
+
 def get_executor(kind: str | None = None) -> Executor:
     """The process's executor: ``kind`` or ``TRANSFERLAB_EXECUTOR`` (default ``local``)."""
-    kind = kind or os.environ.get("TRANSFERLAB_EXECUTOR", "local")
+    kind = executor_kind(kind)
     if kind not in _EXECUTOR:
-        _EXECUTOR[kind] = EXECUTORS[kind]()
+        _EXECUTOR[kind] = executor_for(kind=kind)
     return _EXECUTOR[kind]

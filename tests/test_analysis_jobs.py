@@ -68,6 +68,30 @@ def test_jacobian_gradients_noise_params_and_logme_give_their_numbers(tmp_path, 
     assert all(np.isfinite(v) for v in score["logme"].values())
 
 
+def test_params_loads_the_weights_alone_and_gives_the_prepared_models_numbers(tmp_path, one_torch_thread,
+                                                                              monkeypatch):
+    import dataclasses
+
+    from labcore import run as run_module
+    from labcore.analysis.inputs import prepare
+    from labcore.analysis.params import layer_stds
+
+    models = (TINY, TINY_RANDOM, ModelRef(model="tiny:gpt2", init="stats", seed=2))
+    expected = {m.label(): layer_stds({n: p.detach() for n, p in prepare(dataclasses.asdict(m), "listops", LISTOPS)
+                                       .model.backbone.named_parameters()}) for m in models}
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the params analysis prepared the discipline's data")
+
+    monkeypatch.setattr(run_module, "Prepared", no_data)
+    result = run_kind(ParamsSpec(models=models, **common()), tmp_path)
+    assert result["models"] == list(expected)
+    for label, stds in expected.items():
+        assert list(result["stds"][label]) == list(stds)
+        for kind, values in stds.items():
+            assert result["stds"][label][kind] == [None if v != v else float(v) for v in values]
+
+
 def test_a_fine_tuned_run_is_an_input_of_its_own_discipline(tmp_path, one_torch_thread):
     from labcore.run import run
     from labcore.spec import make_spec
@@ -82,6 +106,9 @@ def test_a_fine_tuned_run_is_an_input_of_its_own_discipline(tmp_path, one_torch_
     result = run_kind(SimilaritySpec(models=(ModelRef(run=record.key), TINY), examples=8, **common()), tmp_path,
                       inputs={record.key: source})
     assert result["models"][0].startswith(f"run {record.key[:8]}")
+    params = run_kind(ParamsSpec(models=(ModelRef(run=record.key),), **common()), tmp_path,
+                      inputs={record.key: source})
+    assert all(len(v) == 2 for v in params["stds"][params["models"][0]].values())
     with pytest.raises(LabError, match="was trained on listops"):
         run_kind(SimilaritySpec(models=(ModelRef(run=record.key), TINY), examples=8, discipline="bits-xor"),
                  tmp_path, inputs={record.key: source})

@@ -92,6 +92,24 @@ def test_layer_similarity_is_the_matrix_of_pairs():
     assert matrix[2, 1] == linear_cka(reps_a[2], reps_b[1])
 
 
+@pytest.mark.parametrize("rows", [30, 100])  # fewer rows than 4 x width: SVD; more: the Gram matrix's eigh
+def test_layer_similarity_computes_each_layers_basis_once_and_gives_the_per_pair_numbers(rows, monkeypatch):
+    from labcore.analysis import similarity
+
+    rng = np.random.default_rng(6)
+    reps_a = [rng.normal(size=(rows, 8)).astype(np.float32) for _ in range(3)]
+    reps_b = [reps_a[1] @ rng.normal(size=(8, 8)), rng.normal(size=(rows, 6)), rng.normal(size=(rows, 10))]
+    reps_b[2][:, 5:] = reps_b[2][:, :5]  # rank-deficient: duplicated units
+    for fn in (pwcca, linear_cka):
+        per_pair = np.array([[fn(a, b) for b in reps_b] for a in reps_a])
+        assert np.array_equal(layer_similarity(reps_a, reps_b, fn), per_pair)
+    calls = []
+    counted = similarity.svd_basis
+    monkeypatch.setattr(similarity, "svd_basis", lambda x, keep=similarity.KEEP: calls.append(1) or counted(x, keep))
+    layer_similarity(reps_a, reps_b, pwcca)
+    assert len(calls) == len(reps_a) + len(reps_b)
+
+
 # -------------------------------------------------------------------------------------------------
 # Jacobian
 

@@ -227,6 +227,23 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
     assert time.time() - t0 < 1
 
 
+def test_workers_the_teacher_stopped_start_no_ray_executor_and_a_submit_says_why(store, monkeypatch):
+    """No cluster: the hold is honoured before any process (and so any Ray) would start."""
+    from labcore import pool
+
+    started = []
+    monkeypatch.setattr(pool, "start_worker", lambda *a, **k: started.append(k) or pytest.fail("a process started"))
+    store.hold_workers("teacher")
+    executor = RayExecutor(store, address="", start_timeout_s=30)
+    assert executor.ensure_workers() == [] and executor.alive_workers() == []
+    t0 = time.time()
+    with pytest.raises(LabError, match=r"stopped \(by teacher\).*start the workers again"):
+        executor.submit(CountSpec(n=5))  # at once: no executor process will come to report
+    assert time.time() - t0 < 5
+    assert started == [] and store.jobs() == []
+    assert store.workers() == []
+
+
 def test_the_pages_side_never_imports_ray(tmp_path):
     """Only the executor process imports Ray: the pages and the CLI choose it and submit without it."""
     code = f"""

@@ -34,10 +34,39 @@ def prepare(ref: dict[str, Any], discipline: str, discipline_params: dict[str, A
         if not (Path(run_input.workdir) / BEST_WEIGHTS).is_file():
             raise LabError(f"run {ref['run']} has no trained weights ({BEST_WEIGHTS}); it is {record['status']}")
         return load_trained(spec, Path(run_input.workdir), attn_implementation=attn_implementation)
-    spec = make_spec(model=ref["model"], init=ref["init"], seed=int(ref.get("seed", 0)),
+    return Prepared(_backbone_spec(ref, discipline, discipline_params, max_length),
+                    attn_implementation=attn_implementation)
+
+
+def backbone_parameters(ref: dict[str, Any], discipline: str, discipline_params: dict[str, Any], *,
+                        max_length: int = 0, run_input: Any = None) -> dict[str, torch.Tensor]:
+    """The backbone's parameters by name: its layers hold what those of :func:`prepare`'s model hold.
+
+    A backbone at an init is loaded alone: no data, no input adapter or head (its word table, which a
+    lab model moves into its input adapter, is still in place). A finished run stores only its trainable
+    parameters, and the rest are what its protocol made of a model built for its data, so its model is
+    prepared in full, as :func:`prepare` does.
+    """
+    from labcore.models import load_backbone
+    from labcore.resolve import resolve_spec
+
+    if ref.get("run"):
+        prepared = prepare(ref, discipline, discipline_params, max_length=max_length, run_input=run_input)
+        backbone = prepared.model.backbone
+    else:
+        # Resolved as a run's spec is: one that a run would refuse is refused here too.
+        spec = resolve_spec(_backbone_spec(ref, discipline, discipline_params, max_length))
+        backbone, _, _ = load_backbone(spec.model, spec.init, seed=spec.seed)
+    return {name: p.detach() for name, p in backbone.named_parameters()}
+
+
+def _backbone_spec(ref: dict[str, Any], discipline: str, discipline_params: dict[str, Any], max_length: int):
+    """The spec of a ``full`` run of ``ref``'s backbone on the discipline."""
+    from labcore.spec import make_spec
+
+    return make_spec(model=ref["model"], init=ref["init"], seed=int(ref.get("seed", 0)),
                      mapping=ref.get("mapping", "auto"), discipline=discipline,
                      discipline_params=discipline_params, max_length=max_length)
-    return Prepared(spec, attn_implementation=attn_implementation)
 
 
 def pick(n_available: int, n: int, seed: int) -> np.ndarray:

@@ -13,7 +13,7 @@ representations, e.g. duplicated or dead units, safe: CCA on them would divide b
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -31,11 +31,20 @@ def _float64(a) -> np.ndarray:
     return a
 
 
+def _centred(a) -> np.ndarray:
+    x = _float64(a)
+    return x - x.mean(axis=0)
+
+
+def _same_examples(rows_x: int, rows_y: int) -> None:
+    if rows_x != rows_y or rows_x < 2:
+        raise LabError(f"representations of the same examples needed (at least 2): got {rows_x} "
+                       f"and {rows_y} rows")
+
+
 def _pair(x, y) -> tuple[np.ndarray, np.ndarray]:
     x, y = _float64(x), _float64(y)
-    if x.shape[0] != y.shape[0] or x.shape[0] < 2:
-        raise LabError(f"representations of the same examples needed (at least 2): got {x.shape[0]} "
-                       f"and {y.shape[0]} rows")
+    _same_examples(x.shape[0], y.shape[0])
     return x - x.mean(axis=0), y - y.mean(axis=0)
 
 
@@ -69,18 +78,18 @@ def _kept(s_nonzero: np.ndarray, keep: float) -> int:
     return min(k, var.size)
 
 
-def _canonical(x: np.ndarray, y: np.ndarray, keep: float):
-    """Bases of both sides and the SVD of their cross-product: the canonical directions and correlations."""
-    bx, by = svd_basis(x, keep), svd_basis(y, keep)  # [n, kx], [n, ky]
+def _canonical(bx: np.ndarray, by: np.ndarray):
+    """The SVD of the bases' cross-product: the canonical directions and correlations."""
     # For orthonormal bases, the singular values of bx^T by are the canonical correlations.
     p, rho, qt = np.linalg.svd(bx.T @ by, full_matrices=False)  # p [kx, k], rho [k], qt [k, ky]
-    return bx, by, p, np.clip(rho, 0.0, 1.0), qt
+    return p, np.clip(rho, 0.0, 1.0), qt
 
 
 def cca(x, y, keep: float = KEEP) -> np.ndarray:
     """Canonical correlations [min(kx, ky)] of ``x`` [n, d1] and ``y`` [n, d2], largest first, after the
     SVD step (``kx``, ``ky``: directions kept). Invariant to invertible linear maps of either side."""
-    return _canonical(*_pair(x, y), keep)[3]
+    x, y = _pair(x, y)
+    return _canonical(svd_basis(x, keep), svd_basis(y, keep))[1]
 
 
 def pwcca(x, y, keep: float = KEEP) -> float:
@@ -92,7 +101,12 @@ def pwcca(x, y, keep: float = KEEP) -> float:
     canonical variates, normalised to sum to 1. A value in [0, 1]; 1 for invertible linear maps.
     """
     x, y = _pair(x, y)
-    bx, by, p, rho, qt = _canonical(x, y, keep)
+    return _pwcca(x, y, svd_basis(x, keep), svd_basis(y, keep))
+
+
+def _pwcca(x: np.ndarray, y: np.ndarray, bx: np.ndarray, by: np.ndarray) -> float:
+    """PWCCA of centred ``x`` and ``y`` whose SVD-step bases are ``bx`` [n, kx] and ``by`` [n, ky]."""
+    p, rho, qt = _canonical(bx, by)
     if bx.shape[1] <= by.shape[1]:
         variates, units = bx @ p, x  # [n, k] orthonormal, [n, d1]
     else:
@@ -106,8 +120,17 @@ def linear_cka(x, y) -> float:
     [n, d1], ``y`` [n, d2]. In [0, 1]; invariant to orthogonal maps and isotropic scaling only (unlike
     CCA, not to every invertible map). Needs no SVD step: rank deficiency is harmless."""
     x, y = _pair(x, y)
+    return _linear_cka(x, y, _self_norm(x), _self_norm(y))
+
+
+def _self_norm(x_centred: np.ndarray) -> float:
+    return np.linalg.norm(x_centred.T @ x_centred)
+
+
+def _linear_cka(x: np.ndarray, y: np.ndarray, norm_x: float, norm_y: float) -> float:
+    """Linear CKA of centred ``x`` and ``y`` whose :func:`_self_norm` are ``norm_x`` and ``norm_y``."""
     cross = np.linalg.norm(y.T @ x) ** 2
-    denominator = np.linalg.norm(x.T @ x) * np.linalg.norm(y.T @ y)
+    denominator = norm_x * norm_y
     if denominator == 0.0:
         raise LabError("a representation is constant over the examples: CKA is undefined")
     return float(cross / denominator)
@@ -115,9 +138,37 @@ def linear_cka(x, y) -> float:
 
 def layer_similarity(reps_a: Sequence, reps_b: Sequence, fn: Callable[..., float] = pwcca) -> np.ndarray:
     """[layers_a, layers_b] matrix of ``fn(reps_a[i], reps_b[j])``; each rep is [n, d] over the same n
-    examples (e.g. one model's hidden states per layer, pooled per example)."""
+    examples (e.g. one model's hidden states per layer, pooled per example).
+
+    For :func:`pwcca` and :func:`linear_cka` what depends on one layer alone (its SVD-step basis, its
+    self-similarity norm) is computed once per layer, not once per pair: the same numbers, far fewer
+    SVDs. Layer ``i`` of ``reps_a`` is prepared in its row; every layer of ``reps_b`` is kept prepared.
+    """
+    if fn is pwcca:
+        return _matrix(reps_a, reps_b, lambda x: svd_basis(x, KEEP), _pwcca)
+    if fn is linear_cka:
+        return _matrix(reps_a, reps_b, _self_norm, _linear_cka)
     out = np.empty((len(reps_a), len(reps_b)))
     for i, a in enumerate(reps_a):
         for j, b in enumerate(reps_b):
             out[i, j] = fn(a, b)
+    return out
+
+
+def _matrix(reps_a: Sequence, reps_b: Sequence, prepare: Callable[[np.ndarray], Any],
+            measure: Callable[[np.ndarray, np.ndarray, Any, Any], float]) -> np.ndarray:
+    """[layers_a, layers_b] of ``measure(x, y, prepare(x), prepare(y))`` on the centred layers, with
+    ``prepare`` run once per layer. A centred layer is made again where needed (cheap next to
+    ``prepare``), so only ``prepare``'s results are held for every layer of ``reps_b``."""
+    out = np.empty((len(reps_a), len(reps_b)))
+    if out.size == 0:
+        return out
+    prepared_b = [prepare(_centred(b)) for b in reps_b]
+    for i, a in enumerate(reps_a):
+        x = _centred(a)
+        prepared_x = prepare(x)
+        for j, b in enumerate(reps_b):
+            y = _centred(b)
+            _same_examples(x.shape[0], y.shape[0])
+            out[i, j] = measure(x, y, prepared_x, prepared_b[j])
     return out

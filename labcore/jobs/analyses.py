@@ -167,6 +167,16 @@ def _loaded(spec: AnalysisSpec, ctx: JobContext, *, attn: str = "sdpa") -> Itera
         yield ref, prepared
 
 
+def _weights(spec: AnalysisSpec, ctx: JobContext) -> Iterator[tuple[ModelRef, dict[str, Any]]]:
+    """Each model's backbone parameters by name, one model at a time; a backbone at an init is loaded
+    without the discipline's data (:func:`labcore.analysis.inputs.backbone_parameters`)."""
+    from labcore.analysis.inputs import backbone_parameters
+
+    for ref in spec.models:
+        yield ref, backbone_parameters(dataclasses.asdict(ref), spec.discipline, dict(spec.discipline_params),
+                                       max_length=spec.max_length, run_input=ctx.inputs.get(ref.run))
+
+
 def _progress(message: str) -> Event:
     return {"type": "log", "message": message}
 
@@ -340,10 +350,10 @@ def params(spec: ParamsSpec, ctx: JobContext) -> Iterator[Event]:
     from labcore.analysis.params import layer_stds
 
     out = {}
-    for ref, prepared in _loaded(spec, ctx):
-        stds = layer_stds({n: p.detach() for n, p in prepared.model.backbone.named_parameters()})
+    for ref, weights in _weights(spec, ctx):
+        stds = layer_stds(weights)
         out[ref.label()] = {kind: [None if v != v else float(v) for v in values] for kind, values in stds.items()}
-        del prepared
+        del weights
     yield {"type": "result", "status": "done", "record": {"models": list(out), "stds": out}}
 
 
