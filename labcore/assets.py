@@ -229,6 +229,54 @@ _register(Asset(
     default=False,  # only the java L1 corpus needs it
 ))
 
+_KANNADA = "usr/lib/libreoffice/program/resource/kn/LC_MESSAGES/"
+_register(Asset(
+    name="libreoffice-kn",
+    kind="corpus",
+    source="debian",
+    package="libreoffice-l10n-kn",
+    version="4:7.4.7-1+deb12u14",  # Debian's point releases replace it; `assets add` takes a newer .deb
+    members=tuple(Member(_KANNADA + p, h, s) for p, h, s in [
+        ("acc.mo", "e44455552ab1a3335a90fb270ab46761255bdb88c40f6d7f95d4660cf71d869c", 1736),
+        ("avmedia.mo", "db77ecc72d067e60fd4b3e0f83763f46b0b5c20b2aee6801d9790eb05421fa6a", 2067),
+        ("basctl.mo", "741f5e938e8a429e751cc978e0e112cab5a36bf4c583d44344fa3f16d3e97e35", 21041),
+        ("chart.mo", "59cabd75add73d2116759da0a4b4954a365a9fc5836df1712a17674fef981a22", 57930),
+        ("cnr.mo", "3730fe1807df70fb8ce7f2eb134eed6e533576c7b7b10aff40649e522d76cc85", 10974),
+        ("cui.mo", "6ca3512166e22f133e6e41d6236242edef41a3e93a6af095aec3ab44566f68cb", 173958),
+        ("dba.mo", "05fcaba90f8d755a997717ec7122227d0a854ac27531336c53b8989c879dedab", 92463),
+        ("dkt.mo", "1c95158a03eeb8189235ff71eb2a834842fad512a72acfc06187277a678962df", 22810),
+        ("editeng.mo", "52685e2131549883c048a0e8727a65b52f2c11d506ef48f8f98b977e10616f9a", 29885),
+        ("flt.mo", "c0aabe9e5d140528bdfc4efc6ed88548db027a6141129a451155fd374cec9ed5", 22640),
+        ("for.mo", "6063184f2db61a57f6d442734cc557a2218c7bd7192762c9394d8679402b0bc4", 24112),
+        ("fps.mo", "e4baa3a58da342506c3e5657e70f1749acd6479de3d1a420bf18214e157d59cf", 4087),
+        ("frm.mo", "f575f457fa195ea0bed3e81121f639838622dba81b0c18b181bd98c4dad89850", 10739),
+        ("fwk.mo", "039a233e828c0a95109395ff1d22eb2eb86b71b03d40909e7ab39c57929a5cae", 6280),
+        ("oox.mo", "94c6daa41830392a38ff0f187c9f8e794d3dbf15fcb89461daf54cdc7a22e53f", 473),
+        ("pcr.mo", "abaeb8b1cd4cd2f04480bd299b10875f8215dd19cd852496f1ea8fe2f07c84f6", 53864),
+        ("rpt.mo", "e30383d2b652d1ce3c2475b257976a9eb4cce398512be2073a4bfb242ce853a9", 22390),
+        ("sb.mo", "85e66829e3e9610f34432a3f174ebf83916c0e7bf401e46e665cd3ffbd60a2fb", 20218),
+        ("sc.mo", "7c22afea7f0f5bab75db7c78bbed7a312d2725bfb5c878aa9755f715fa2888b7", 429821),
+        ("sca.mo", "f281b77562d85798ba9507cc71c76393c003fd75116063bf052453fd3fb8e608", 96216),
+        ("scc.mo", "b281979bda9a75d46e1ebdd9c703d5074a6924b06807d29b692b07faad6ce0a8", 2419),
+        ("sd.mo", "58cdbb133b6b91b070c99edc07f5efa5de2431adfe1758ee1cb79baa9eaa8ab5", 76467),
+        ("sfx.mo", "56378cbefbbf8fc8b1371fe9104f80bb26a106fef099e0282b3e80b8accfe5eb", 32974),
+        ("sm.mo", "8c806cc59677b0fb5785b668737018f1d392ea2e5ad016251c51c9fb7ca0e805", 37973),
+        ("svl.mo", "76b81263f46635f16fba9acd380792758272914e0ced510e8c10c9f0449a8145", 650),
+        ("svt.mo", "9be51a8b017b52b78e3f429f8f1e815719f1f9b989c2ec3b961856589da83cd3", 86119),
+        ("svx.mo", "2d27bbc8ea83852780522ee84bf334cc98229e9aa9f444a798162dc7bc3f5019", 202675),
+        ("sw.mo", "69046fdd5b58d8d3c90354313ecaf5e69137e7e0c0060d92e588441ff3fddfcc", 154858),
+        ("uui.mo", "00cfa4036e5ffc6ecd9ad5c504d8e7289d4987f0dc538c430b444c9e73a4424f", 31627),
+        ("vcl.mo", "7e424b72175b33c5f65e3729b45d301ec75a68e1a89bce082676bd64a35ce1cd", 13165),
+        ("wiz.mo", "6447c31e988571b085b15cb32f0313254587bb92b0bee31cd0236eea1362979d", 37488),
+        ("wpt.mo", "e4027d6786aaf92eb1cd51cdaa9225358896f50da8256a93707e3ac9c120db12", 777),
+        ("xsc.mo", "fc68a90ee4086ab7b818aa9e65e700931284eec55eb525d77c16f21abebfd583", 7891),
+    ]),
+    licence="MPL-2.0 (LibreOffice and its translations)",
+    description="LibreOffice's Kannada user-interface strings (33 gettext .mo catalogues, 14,458 strings): the "
+                "Kannada L1 corpus for pretraining (Chiang's other human language).",
+    default=False,  # only the kannada L1 corpus needs it
+))
+
 _register(Asset(
     name="music21-corpus",
     kind="corpus",

@@ -83,8 +83,8 @@ def test_distribution_draws_its_probabilities_and_top_renormalises():
 def test_every_corpus_draws_ordinary_tokens_in_length_and_is_seeded(fetched_assets):
     vocab = corpora.vocabulary()
     for name in corpora.corpus_names():
-        if name == "english":  # its own asset, not a default one: tested below
-            continue
+        if name in ("english", "kannada"):  # their own assets, not default ones (and kannada draws [unused]
+            continue                        # rows on purpose): tested below
         corpus = CORPORA[name]
         sequences = corpus.generate(40, seed=3)
         assert all(corpora.MIN_LENGTH <= len(s) <= corpora.MAX_LENGTH for s in sequences), name
@@ -236,4 +236,61 @@ def test_java_is_openjdk_source_without_comments(fetched_assets):
     assert "public" in text and "class" in text and "copyright" not in text  # licence headers are comments
     window = CORPORA["java"].generate(1, seed=0, held_out=True)[0]
     tail = java.text_part(True)
+    assert any(np.array_equal(tail[i:i + len(window)], window) for i in np.flatnonzero(tail == window[0]))
+
+
+# -------------------------------------------------------------------- kannada (LibreOffice strings)
+
+
+def _write_mo(path, messages: dict[str, str]) -> None:
+    """A gettext .mo catalogue (GNU format, little-endian), as msgfmt writes it."""
+    import struct
+
+    keys = sorted(messages)
+    ids = b"".join(k.encode() + b"\0" for k in keys)
+    strs = b"".join(messages[k].encode() + b"\0" for k in keys)
+    n, header = len(keys), 7 * 4
+    offsets, pos = [], header + 16 * len(keys)
+    id_pos, str_pos = pos, pos + len(ids)
+    table_ids, table_strs = [], []
+    for k in keys:
+        table_ids += [len(k.encode()), id_pos]
+        id_pos += len(k.encode()) + 1
+        table_strs += [len(messages[k].encode()), str_pos]
+        str_pos += len(messages[k].encode()) + 1
+    path.write_bytes(struct.pack("<7I", 0x950412DE, 0, n, header, header + 8 * n, 0, 0)
+                     + struct.pack(f"<{2 * n}I", *table_ids) + struct.pack(f"<{2 * n}I", *table_strs) + ids + strs)
+
+
+def test_kannada_is_one_character_a_token_on_unused_rows_and_the_rest_wordpiece(tmp_path):
+    from labcore.pretrain import kannada
+
+    _write_mo(tmp_path / "b.mo", {"": "Content-Type: text/plain; charset=UTF-8\n", "Open": "~ತೆರೆ", "Save": "ಉಳಿಸು file"})
+    _write_mo(tmp_path / "a.mo", {"": "Content-Type: text/plain; charset=UTF-8\n", "Print": "ಮುದ್ರಿಸು"})
+    strings = kannada.catalogue_strings(tmp_path)
+    assert strings == ["ಮುದ್ರಿಸು", "ತೆರೆ", "ಉಳಿಸು file"]  # sorted files and messages; no header, no "~"
+    stream = kannada.encode(strings)
+    vocab = corpora.vocabulary()
+    tokens = [vocab[i] for i in stream]
+    assert len(tokens) == len("ಮುದ್ರಿಸು") + len("ತೆರೆ") + len("ಉಳಿಸು") + 1
+    assert tokens[-1] == "file" and all(t.startswith("[unused") for t in tokens[:-1])
+    table = kannada.character_ids()
+    assert len(set(table.values())) == len(table) == 130  # the block and the two joiners, an id each
+
+
+@pytest.mark.integration
+def test_kannada_is_libreoffices_strings_with_a_held_out_tail(fetched_assets):
+    from labcore.errors import AssetUnavailableError
+    from labcore.pretrain import kannada
+
+    try:
+        stream = kannada.token_stream()
+    except AssetUnavailableError as exc:  # Debian's point releases retire the pinned version
+        pytest.skip(f"the Kannada catalogues cannot be fetched here: {exc}")
+    vocab = corpora.vocabulary()
+    unused = np.array([vocab[i].startswith("[unused") for i in stream])
+    assert 250_000 < len(stream) < 300_000 and 0.85 < unused.mean() < 0.95  # mostly Kannada characters
+    assert not any(corpora.is_special(vocab[i]) for i in np.unique(stream[~unused]))
+    window = CORPORA["kannada"].generate(1, seed=0, held_out=True)[0]
+    tail = kannada.text_part(True)
     assert any(np.array_equal(tail[i:i + len(window)], window) for i in np.flatnonzero(tail == window[0]))

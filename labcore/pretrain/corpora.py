@@ -22,11 +22,13 @@ corpus name, size and seed give the same sequences on every machine.
   ``r-cran-janeaustenr``), the upper bound, as Chiang's English Wikipedia.
 * ``java``: windows of OpenJDK's Java class library, comments stripped (:mod:`labcore.pretrain.java`,
   Debian ``openjdk-17-source``).
+* ``kannada``: windows of LibreOffice's Kannada interface strings, one Kannada character a token on ids of
+  the vocabulary's ``[unused]`` rows (:mod:`labcore.pretrain.kannada`, Debian ``libreoffice-l10n-kn``).
 * ``amino``: windows of the protein disciplines' residues (:mod:`labcore.pretrain.amino`), training splits
   only, so nothing leaks into a protein fine-tune's test set.
 
 Held-out sequences (``held_out=True``) come from another seed for the generated corpora, from the last
-5 % of the text for ``english`` and ``java``, and from the validation splits for ``amino``, so a held-out accuracy never
+5 % of the text for ``english``, ``java`` and ``kannada``, and from the validation splits for ``amino``, so a held-out accuracy never
 scores memorised training text.
 """
 
@@ -260,6 +262,12 @@ def _java(held_out: bool) -> np.ndarray:
     return text_part(held_out)
 
 
+def _kannada(held_out: bool) -> np.ndarray:
+    from labcore.pretrain.kannada import text_part
+
+    return text_part(held_out)
+
+
 def _amino(held_out: bool) -> np.ndarray:
     from labcore.pretrain.amino import residue_stream
 
@@ -273,6 +281,9 @@ _register(_text_corpus("english", "Jane Austen's six novels, tokenised by MiniLM
 _register(_text_corpus("java", "OpenJDK 17's java.base sources, comments stripped, tokenised by MiniLM's tokenizer "
                                "(Chiang's Java)", _java, licence="GPL-2.0 with the Classpath Exception (OpenJDK), "
                                                                  "via Debian openjdk-17-source"))
+_register(_text_corpus("kannada", "LibreOffice's Kannada interface strings, one Kannada character a token (ids of "
+                                  "MiniLM's [unused] rows), the rest WordPiece (Chiang's other human language)",
+                       _kannada, licence="MPL-2.0 (LibreOffice translations), via Debian libreoffice-l10n-kn"))
 _register(_text_corpus("amino", "amino-acid sequences of the protein disciplines' training splits, one residue a "
                                 "token (MiniLM's single-letter ids); held out: their validation splits",
                        _amino, licence="as the protein disciplines' data (iLearnPlus MIT, modlAMP BSD-3-Clause)",
