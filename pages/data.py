@@ -27,12 +27,13 @@ from labcore.data import upload as uploads
 from labcore.data.images import patches_image
 from labcore.errors import LabError
 from labcore.fmt import fmt_duration
-from pages import common, state
+from labcore.pretrain import corpora
+from pages import common, corpus_view, state
 
 common.through_router()
 
 st.title(":material/dataset: Data")
-tab_disc, tab_upload, tab_assets = st.tabs(["Disciplines", "Your own data", "Assets"])
+tab_disc, tab_upload, tab_corpora, tab_assets = st.tabs(["Disciplines", "Your own data", "L1 corpora", "Assets"])
 
 
 def _built(name: str, params: Any) -> bool:
@@ -353,6 +354,14 @@ with tab_upload:
                 uploads.delete_upload(upload)
                 st.rerun()
 
+
+# -------------------------------------------------------------------------------------------- L1 corpora
+with tab_corpora:
+    st.caption("The first languages a model can be pretrained on under **Pretrain** (Chiang & Lee §3-4): generated "
+               "token streams and real texts, all as ids of MiniLM's vocabulary.")
+    names = corpora.corpus_names()
+    chosen = st.selectbox("L1 corpus", names, index=names.index("nested"), key="data.corpus")
+    corpus_view.show(chosen, 0, key="data.corpus.sample", expanded=True)
 
 # -------------------------------------------------------------------------------------------- assets
 with tab_assets:

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore import figures, jobs
+from labcore import jobs
 from labcore.errors import LabError
 from labcore.models import made_here_names
 from labcore.pretrain import corpora
 from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
 from labcore.store import FINISHED
-from pages import common, state
+from pages import common, corpus_view, state
 
 common.through_router()
 
@@ -25,20 +25,12 @@ st.caption("Which first language makes a transformer learn English tasks faster?
            "(Chiang & Lee §3), then fine-tune it under New experiment and compare it with no pretraining.")
 
 
-@st.cache_data(show_spinner="Drawing a sample of the corpus…", max_entries=16)
-def _sample(name: str, seed: int) -> tuple[dict, list[list[str]]]:
-    sample = corpora.CORPORA[name].generate(200, seed, structure=True)
-    vocab = corpora.vocabulary()
-    return corpora.corpus_stats(sample), [[vocab[i] for i in tokens[:40]] for tokens, _ in sample[:3]]
-
-
 # ------------------------------------------------------------------------------------------- choose
 names = corpora.corpus_names()
 left, right = st.columns(2)
 with left:
     corpus = state.keep("pre.corpus", st.selectbox("L1 corpus", names, key=state.remember("pre.corpus", "nested",
                                                                                           names)))
-    st.caption(corpora.CORPORA[corpus].description)
     size = state.keep("pre.size", st.radio("Size", list(SIZES), horizontal=True,
                                           key=state.remember("pre.size", "cpu", list(SIZES))))
     st.caption(f"{size}: {SIZES[size].describe()}, sequences up to {SIZES[size].max_length} tokens"
@@ -67,17 +59,8 @@ with right:
                                       "(Chiang §4.3), so English tokens start from learnt embeddings.")
 
 # ------------------------------------------------------------------------------------------- sample
-try:
-    stats, examples = _sample(corpus, seed)
-except LabError as exc:
-    st.warning(f"{exc}. The corpora draw ids of MiniLM's vocabulary: fetch the assets on **Home** first.")
+if not corpus_view.show(corpus, seed, key="pre.sample"):
     st.stop()
-with st.expander(f"Sample of {corpus}: {stats['tokens']:,} tokens in {stats['sequences']} sequences, "
-                 f"{stats['distinct']:,} distinct ids", expanded=False):
-    for tokens in examples:
-        st.code(" ".join(tokens) + " …", language="text")
-    st.plotly_chart(figures.corpus_figure(stats, corpora.vocabulary()), key="pre.sample.chart",
-                    config={"displaylogo": False})
 
 # ------------------------------------------------------------------------------------------- start
 try:

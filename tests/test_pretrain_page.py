@@ -85,3 +85,16 @@ def test_sample_start_watch_and_use_the_model(fetched_assets, tmp_path, monkeypa
     finally:
         stop_workers(store, timeout_s=30)
 
+
+
+@pytest.mark.integration
+def test_the_data_page_shows_each_corpus_with_its_size_and_sample(fetched_assets):
+    st.cache_data.clear()
+    at = page("pages/data.py")
+    assert not at.exception, [e.message for e in at.exception]
+    assert "Sample of nested" in " ".join(e.label for e in at.expander)
+    assert "generated on demand, seeded" in texts(at)
+    at.selectbox(key="data.corpus").select("amino").run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = texts(at)
+    assert "held out" in shown and "Sample of amino" in " ".join(e.label for e in at.expander)

@@ -49,7 +49,7 @@ from labcore.pretrain.vocab import (VOCAB_SIZE, cached_array, is_special, sample
 from labcore.registry import Registry
 
 __all__ = ["CORPORA", "VOCAB_SIZE", "Corpus", "Distribution", "bracket_sequence", "corpus_names", "corpus_stats",
-           "depths", "english_unigram", "is_special", "sampleable_ids", "vocabulary"]
+           "depths", "english_unigram", "is_special", "sampleable_ids", "text_size", "vocabulary"]
 
 MIN_LENGTH, MAX_LENGTH = 90, 120  # tokens per sequence, both included (Chiang §3)
 P_PUSH = 0.4  # the nested grammar's probability of opening a pair (Chiang §3)
@@ -292,6 +292,15 @@ _register(_text_corpus("amino", "amino-acid sequences of the protein disciplines
 
 def corpus_names() -> list[str]:
     return CORPORA.names()
+
+
+def text_size(name: str) -> tuple[int, int] | None:
+    """(training, held-out) tokens of a corpus that is a real text; None for a generated one (unbounded:
+    a pretraining draws as many seeded sequences as it asks for). Builds the text's stream on first use."""
+    corpus = CORPORA[name]
+    if corpus.text is None:
+        return None
+    return len(corpus.text(False)), len(corpus.text(True))
 
 
 def corpus_stats(sequences: list, top: int = 30) -> dict:

@@ -1,0 +1,50 @@
+"""One view of an L1 corpus, shown on the Pretrain page (before pretraining on it) and on Data (beside the
+disciplines): what it is, its licence, its size, a seeded sample with its unigram histogram and, for the
+bracket grammars, the nesting depths."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from labcore import figures
+from labcore.errors import LabError
+from labcore.pretrain import corpora
+
+SAMPLE_SEQUENCES = 200
+
+
+@st.cache_data(show_spinner="Drawing a sample of the corpus…", max_entries=16)
+def sample(name: str, seed: int) -> tuple[dict, list[list[str]]]:
+    drawn = corpora.CORPORA[name].generate(SAMPLE_SEQUENCES, seed, structure=True)
+    vocab = corpora.vocabulary()
+    return corpora.corpus_stats(drawn), [[vocab[i] for i in tokens[:40]] for tokens, _ in drawn[:3]]
+
+
+@st.cache_data(show_spinner="Reading the text…", max_entries=16)
+def size_text(name: str) -> str:
+    size = corpora.text_size(name)
+    if size is None:
+        return (f"generated on demand, seeded: a pretraining draws as many sequences of {corpora.MIN_LENGTH}-"
+                f"{corpora.MAX_LENGTH} tokens as it asks for")
+    train, held_out = size
+    return f"{train + held_out:,} tokens: {train:,} for training, {held_out:,} held out"
+
+
+def show(name: str, seed: int, *, key: str, expanded: bool = False) -> bool:
+    """The corpus's description, size and sample; False (with the reason shown) where it cannot be read."""
+    corpus = corpora.CORPORA[name]
+    try:
+        stats, examples = sample(name, seed)
+        size = size_text(name)
+    except LabError as exc:
+        st.warning(f"{exc}. The corpora draw ids of MiniLM's vocabulary, and the real texts come from assets too: "
+                   f"fetch the assets on **Home** first.")
+        return False
+    st.caption(f"{corpus.description}. Size: {size}. Licence: {corpus.licence}.")
+    with st.expander(f"Sample of {name}: {stats['tokens']:,} tokens in {stats['sequences']} sequences, "
+                     f"{stats['distinct']:,} distinct ids", expanded=expanded):
+        for tokens in examples:
+            st.code(" ".join(tokens) + " …", language="text")
+        st.plotly_chart(figures.corpus_figure(stats, corpora.vocabulary()), key=f"{key}.chart",
+                        config={"displaylogo": False})
+    return True
