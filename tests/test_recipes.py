@@ -80,3 +80,19 @@ def test_kao_report_from_tiny_runs(store, one_torch_thread):
     assert page.count("class=\"plotly-graph-div\"") == len(report.figures) and "plotly.js" in page.lower()
     csv = to_csv(report, plan, results)
     assert "# verdicts" in csv and len(verdict_table(report)) == len(report.claims)
+
+
+def test_the_expected_time_comes_from_measured_steps_of_the_same_kind_and_facet():
+    from labcore.recipes.base import Plan, Step
+    from labcore.recipes.drive import expected_seconds
+    from labcore.record import RunRecord
+    from labcore.spec import make_spec
+
+    steps = [Step(make_spec(discipline=d, seed=s), "pretrained", s, "t", d) for d in ("dna-splice", "listops")
+             for s in (0, 1)]
+    plan = Plan("x", "quick", (0, 1), (tuple(steps),))
+    assert expected_seconds(plan, {}, 50.0) == (200.0, 200.0)  # nothing measured: the prior for each
+    done = {steps[0]: RunRecord(key="a", spec={}, status="done", wall_time_s=30.0)}
+    total, left = expected_seconds(plan, done, 50.0)
+    assert left == 30.0 + 30.0 + 30.0  # dna seed 1 from dna seed 0; listops from the kind's mean
+    assert total == 30.0 + left
