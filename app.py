@@ -181,6 +181,7 @@ PAGES = [
     st.Page(common.PAGES["new"], title="New experiment", icon=":material/science:", url_path="new"),
     st.Page(common.PAGES["runs"], title="Runs", icon=":material/list_alt:", url_path="runs"),
     st.Page(common.PAGES["compare"], title="Compare", icon=":material/bar_chart:", url_path="compare"),
+    st.Page(common.PAGES["atlas"], title="Transfer atlas", icon=":material/grid_view:", url_path="atlas"),
     st.Page(common.PAGES["attention"], title="Attention", icon=":material/visibility:", url_path="attention"),
     st.Page(common.PAGES["analysis"], title="Analysis", icon=":material/insights:", url_path="analysis"),
     st.Page(common.PAGES["mapping"], title="Token mapping", icon=":material/swap_horiz:", url_path="mapping"),

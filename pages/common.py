@@ -27,6 +27,7 @@ PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function p
     "new": "pages/new_experiment.py",
     "runs": "pages/runs.py",
     "compare": "pages/compare.py",
+    "atlas": "pages/atlas.py",
     "attention": "pages/attention.py",
     "mapping": "pages/mapping.py",
     "data": "pages/data.py",
