@@ -316,7 +316,9 @@ class RunSpec:
         mapping = f" map={self.mapping}" if self.mapping not in ("none", "identity") else ""
         if self.mapping == "shift":
             mapping += f"{self.mapping_k}"
-        return f"{self.model}/{self.init} {self.discipline} {self.protocol}{extra}{mapping} seed={self.seed}"
+        data = dict(self.discipline_params)
+        fold = f" fold={data.get('fold', 0)}/{data['folds']}" if data.get("folds") else ""  # k-fold (uploads)
+        return f"{self.model}/{self.init} {self.discipline} {self.protocol}{extra}{mapping} seed={self.seed}{fold}"
 
     def cli(self) -> str:
         """The command line that runs this spec."""
