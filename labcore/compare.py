@@ -8,17 +8,30 @@ import pandas as pd
 
 from labcore.record import RunRecord
 
-# Fields that distinguish repetitions of one condition rather than conditions.
-REPEAT_FIELDS = ("seed",)
+# Fields that distinguish repetitions of one condition rather than conditions: the seed, and the fold of a
+# k-fold cross-validation (a discipline parameter of uploads, see labcore.data.upload), so a condition's
+# mean ± std and t-interval are over its seeds and folds. A dotted name is a key inside a field's mapping.
+REPEAT_FIELDS = ("seed", "discipline_params.fold")
+
+
+def _without(spec: Mapping[str, Any], repeat_fields: Sequence[str]) -> dict[str, Any]:
+    """``spec`` less its ``repeat_fields``: a plain name drops a field, ``field.key`` a key of a mapping field."""
+    out = {k: v for k, v in spec.items() if k not in repeat_fields}
+    for name in repeat_fields:
+        field, _, key = name.partition(".")
+        if key and isinstance(out.get(field), Mapping):
+            out[field] = {k: v for k, v in out[field].items() if k != key}
+    return out
 
 
 def condition(record: RunRecord, repeat_fields: Sequence[str] = REPEAT_FIELDS) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in record.spec.items() if k not in repeat_fields))
+    return tuple(sorted((k, str(v)) for k, v in _without(record.spec, repeat_fields).items()))
 
 
 def varying(specs: Sequence[Mapping[str, Any]], ignore: Sequence[str] = REPEAT_FIELDS) -> list[str]:
     """The fields, sorted, whose value differs between ``specs`` (plain spec dicts), ``ignore`` apart."""
-    keys = sorted({k for spec in specs for k in spec} - set(ignore))
+    specs = [_without(spec, ignore) for spec in specs]
+    keys = sorted({k for spec in specs for k in spec})
     return [k for k in keys if len({str(spec.get(k)) for spec in specs}) > 1]
 
 

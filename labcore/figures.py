@@ -434,12 +434,12 @@ def steps_to_converge_table(records: Iterable[RunRecord], *, reference: str = "p
     finished seeds of the engine's ``steps_to_converge``: the first evaluation within 0.01 of the run's
     own best validation value.
     """
-    from labcore.compare import by_condition
+    from labcore.compare import REPEAT_FIELDS, by_condition
 
     records = [r for r in records if r.status == "done"]
     shown = [f for f in condition_fields(records) if f != "init"]
     columns: dict[str, dict[str, float]] = {}
-    for members in by_condition(records, ("init", "seed")):
+    for members in by_condition(records, ("init", *REPEAT_FIELDS)):
         by_init: dict[str, list[RunRecord]] = {}
         for r in members:
             by_init.setdefault(str(r.spec.get("init")), []).append(r)

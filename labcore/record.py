@@ -31,6 +31,9 @@ class RunRecord:
     params_total: int = 0
     params_trainable: int = 0
     train_examples: int = 0
+    # mean tokens of a training example as the model sees it ([CLS] and [SEP] in, after any cut); with
+    # samples_per_s, the run's training speed in tokens/s (labcore.speed). 0 in records older than it.
+    train_tokens: float = 0.0
     device: str = ""
     precision: str = ""
     pooling: str = ""

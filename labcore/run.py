@@ -478,6 +478,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         val_curve=[list(p) for p in end["val_curve"]], wall_time_s=time.perf_counter() - started,
         samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
+        train_tokens=float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0,
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
         error=end.get("error", ""), threads=[list(t) for t in fit.threads], **_test_size(splits["test"], info))

@@ -181,7 +181,8 @@ def kept_by_budget(n: int, token_budget: int, mean_length: float, min_examples: 
 
 
 # What a quick run costs, for the time the pages promise: MiniLM trains 3,600-4,300 tokens/s on 2 cores
-# (bf16, batch 16: the quick budget's measurements above); evaluating is a forward pass, about a third of a
+# (bf16, batch 16: the quick budget's measurements above), the typical figure where no run was measured on
+# this machine yet (labcore.speed measures the runs that finished here); evaluating is a forward pass, about a third of a
 # training step; preparing (data from the cache, the model) takes a few seconds.
 MINILM_TOKENS_PER_S = 3_900
 EVAL_SPEED_UP = 3.0
@@ -316,7 +317,9 @@ class RunSpec:
         mapping = f" map={self.mapping}" if self.mapping not in ("none", "identity") else ""
         if self.mapping == "shift":
             mapping += f"{self.mapping_k}"
-        return f"{self.model}/{self.init} {self.discipline} {self.protocol}{extra}{mapping} seed={self.seed}"
+        data = dict(self.discipline_params)
+        fold = f" fold={data.get('fold', 0)}/{data['folds']}" if data.get("folds") else ""  # k-fold (uploads)
+        return f"{self.model}/{self.init} {self.discipline} {self.protocol}{extra}{mapping} seed={self.seed}{fold}"
 
     def cli(self) -> str:
         """The command line that runs this spec."""

@@ -93,7 +93,8 @@ several_disciplines = summary["discipline"].nunique() > 1
 
 # ---------------------------------------------------------------------------------------------- tables
 st.subheader("Test metric per condition")
-st.caption("Mean ± sample standard deviation over seeds, and the 95 % Student-t interval (Tamkin et al.'s "
+st.caption("Mean ± sample standard deviation over seeds (and the folds of a cross-validation), and the 95 % "
+           "Student-t interval (Tamkin et al.'s "
            "reporting); n counts finished runs, not_done the others (left out of the statistics). With n = 1 "
            "there is no spread to estimate: add seeds for error bars.")
 shown = summary.copy()

@@ -13,7 +13,7 @@ from typing import Any
 import streamlit as st
 
 from labcore import data as disciplines
-from labcore import demos, metrics, spec as spec_lib
+from labcore import demos, metrics, speed, spec as spec_lib
 from labcore.data import upload as uploads
 from labcore.errors import LabError
 from labcore.fmt import fmt_duration
@@ -109,6 +109,40 @@ with b3:
                                                       help="One run per seed; three or more give error bars and "
                                                            "95 % intervals on Compare."))
 
+
+def fold_choice(name: str) -> int:
+    """k-fold cross-validation, offered where an upload's fixed split leaves too small a test set: the number
+    of folds chosen (0: the fixed split)."""
+    if not name.startswith("upload:"):
+        return 0
+    try:
+        up = uploads.upload_info(name)
+    except LabError:
+        return 0
+    why = metrics.small_test_warning(*uploads.expected_test_size(up))
+    if not why or up.options.split_field:  # a file's own split is the user's: the folds would ignore it
+        return 0
+    left, right = st.columns([3, 1])
+    chosen = left.checkbox("Cross-validate in k folds", key="exp.folds",
+                           help=f"Offered where the fixed 80/10/10 split would leave a test set under "
+                                f"{metrics.SMALL_TEST} examples or of one class, as it does here: {why}.")
+    k = int(right.number_input("folds (k)", min_value=uploads.MIN_FOLDS, max_value=uploads.MAX_FOLDS, value=5,
+                               step=1, key="exp.folds.k", disabled=not chosen))
+    units = sum(up.class_units or up.class_counts)
+    what = "files" if up.kind == "midi" else "records"
+    if chosen:
+        st.caption(f":material/splitscreen: {k}-fold cross-validation: the {units:,} {what} are cut into {k} folds "
+                   f"(seeded, each class spread evenly); run i tests on fold i, about {round(units / k):,} {what}, "
+                   f"and trains on the others (a ninth of them validates). Every {what[:-1]} is tested once; the {k} "
+                   f"runs of a seed form one group, and Compare counts the folds as repeats: mean ± std and the 95 % "
+                   f"interval over folds and seeds.")
+    else:
+        st.caption(f"The data are small for a fixed split ({why}): k-fold cross-validation tests every "
+                   f"{what[:-1]} once, in k runs.")
+    return k if chosen else 0
+
+
+folds = fold_choice(discipline)
 # ------------------------------------------------------------------------------------------ advanced
 defaults = train_defaults(budget, protocol)
 family = spec_lib._family(budget, protocol)
@@ -196,6 +230,8 @@ if not errors:
                          train_size=train_size, protocol_params=protocol_params, discipline_params=dparams,
                          **overrides)
         specs = [base.replace(seed=s) for s in seeds]
+        if folds:  # seed by seed, its folds: one condition, k runs per seed
+            specs = [fold for s in specs for fold in uploads.fold_specs(s, folds)]
         resolved = resolve_spec(specs[0])
     except LabError as exc:
         errors.append(str(exc))
@@ -213,24 +249,39 @@ def length_note(resolved: RunSpec, info: Any) -> None:
                    f"record's windows).", icon=":material/content_cut:")
 
 
-def small_test_note(name: str) -> None:
+def small_test_note(name: str, folds: int) -> None:
     """Where an upload's test split is too small for its accuracy to mean much, say so before it runs."""
     if not name.startswith("upload:"):
         return
     try:
-        n, classes = uploads.expected_test_size(uploads.upload_info(name))
+        up = uploads.upload_info(name)
     except LabError:
         return
+    n, classes = uploads.expected_test_size(up, folds)
     why = metrics.small_test_warning(n, classes)
-    if why:
+    if why and folds:
+        st.info(f"Each fold's test set is small ({why}), but the {folds} folds together test all "
+                f"{sum(up.class_units or up.class_counts):,}: read Compare's mean ± std and interval over the folds, "
+                f"not one fold's accuracy.", icon=":material/splitscreen:")
+    elif why:
         st.warning(f"Too small to compare: {why}. Each class keeps at least 2 examples in every split; upload more "
                    f"examples for a test set of {metrics.SMALL_TEST} or more (Runs shows each accuracy with its 95 % "
                    f"Wilson interval).", icon=":material/warning:")
 
 
-def time_note(resolved: RunSpec) -> None:
-    """How long an upload's run takes, from its sizes and MiniLM's measured speed (other models differ)."""
-    if not resolved.discipline.startswith("upload:") or resolved.model != "minilm":
+def measured_speed(resolved: RunSpec, mean_tokens: float) -> speed.Speed | None:
+    """The training speed finished runs of this model and protocol measured here (see labcore.speed)."""
+    store = state.get_store()
+    wanted = (resolved.model, resolved.protocol)
+    keys = [r["key"] for r in store.runs(status="done")
+            if (r.get("spec", {}).get("model"), r.get("spec", {}).get("protocol")) == wanted]
+    return speed.measured_speed(state.results(store, keys), resolved.model, resolved.protocol, resolved.discipline,
+                                mean_tokens=mean_tokens)
+
+
+def time_note(resolved: RunSpec, runs: int) -> None:
+    """How long an upload's run takes, from its sizes and the speed measured here (or a typical one)."""
+    if not resolved.discipline.startswith("upload:"):
         return
     try:
         up = uploads.upload_info(resolved.discipline)
@@ -239,11 +290,18 @@ def time_note(resolved: RunSpec) -> None:
     if not up.n_symbols:
         return
     mean = up.n_symbols / up.n_examples + 2  # [CLS] and [SEP]
-    guess = spec_lib.estimate(resolved, uploads.expected_sizes(up), mean)
-    st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on 2 free cores (MiniLM's measured "
-               f"{spec_lib.MINILM_TOKENS_PER_S:,} tokens/s): {guess.kept:,} training examples of {mean:.0f} tokens, "
-               f"{guess.steps:,} steps, {guess.evaluations} validations. Other work on the machine slows it several "
-               f"times over; the run's notes say how many threads it had.")
+    rate = measured_speed(resolved, mean)
+    if rate is None:
+        st.caption(f":material/timer: No run of {resolved.model} ({resolved.protocol}) has finished here yet, so "
+                   f"there is no speed to promise a time from; the first run measures it.")
+        return
+    folds = int(dict(resolved.discipline_params).get("folds", 0))
+    guess = spec_lib.estimate(resolved, uploads.expected_sizes(up, folds), mean, tokens_per_s=rate.tokens_per_s)
+    total = f" ({fmt_duration(guess.seconds * runs)} for the {runs} runs, one after another)" if runs > 1 else ""
+    st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on 2 free cores{total}, at the speed "
+               f"{rate.words()}: {guess.kept:,} training examples of {mean:.0f} tokens, {guess.steps:,} steps, "
+               f"{guess.evaluations} validations. Other work on the machine slows it several times over; the run's "
+               f"notes say how many threads it had.")
 
 
 st.subheader("What will run")
@@ -252,11 +310,12 @@ for message in errors:
 if resolved is not None:
     labels = [resolve_spec(s).label() for s in specs]
     st.markdown(f"**{len(specs)} run{'s' if len(specs) > 1 else ''}:** " + ", ".join(labels))
-    st.code(specs[0].cli() + (f"   # and seeds {', '.join(map(str, seeds[1:]))}" if len(specs) > 1 else ""),
-            language="bash", wrap_lines=True)
+    more = ([f"folds 1 to {folds - 1} (--dparam fold=N)"] if folds else []) + \
+        ([f"seeds {', '.join(map(str, seeds[1:]))}"] if len(seeds) > 1 else [])
+    st.code(specs[0].cli() + (f"   # and {' and '.join(more)}" if more else ""), language="bash", wrap_lines=True)
     length_note(resolved, info)
-    small_test_note(discipline)
-    time_note(resolved)
+    small_test_note(discipline, folds)
+    time_note(resolved, len(specs))
     with st.expander("The resolved spec (every default filled in; its hash is the run's key)"):
         st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
         st.caption(f"key {resolved.key}")
@@ -281,8 +340,8 @@ if run_clicked or pair_clicked:
             pair = [s.replace(init=i) for i in ("pretrained", "random") for s in specs]
             group = f"pair:{discipline}:{resolve_spec(pair[0]).key[:8]}"
             subs = executor.submit_group(group, pair, priority="interactive")
-        elif len(specs) > 1:
-            group = f"seeds:{discipline}:{resolved.key[:8]}"
+        elif len(specs) > 1:  # seeds, or the folds of a cross-validation: one condition's repeats
+            group = f"{'folds' if folds else 'seeds'}:{discipline}:{resolved.key[:8]}"
             subs = executor.submit_group(group, specs, priority="interactive")
         else:
             group = None

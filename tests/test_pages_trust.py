@@ -68,6 +68,7 @@ def test_a_small_test_set_is_flagged_before_and_after_it_runs():
     assert not at.exception, [e.message for e in at.exception]
     assert "the test set has 10 examples, fewer than 30" in texts(at)
     assert "About " in texts(at) and "150 steps" in texts(at)  # the floor, and the time it costs
+    assert "at the speed no run measured yet: a typical figure, 3,900 tokens/s" in texts(at)
 
     from labcore.store import open_store
 
@@ -85,6 +86,25 @@ def test_a_small_test_set_is_flagged_before_and_after_it_runs():
     assert not compare.exception, [e.message for e in compare.exception]
     warned = " ".join(w.value for w in compare.warning)
     assert "1 of 2 runs were tested on too few examples" in warned and "seed 0" in warned
+
+
+def test_the_time_promised_comes_from_the_runs_measured_here():
+    from labcore.record import RunRecord
+    from labcore.resolve import resolve_spec
+    from labcore.spec import make_spec
+    from labcore.store import open_store
+
+    upload.save_upload("dna", "dna.csv", dna_rows())
+    spec = resolve_spec(make_spec(model="minilm", discipline="upload:dna", seed=5))
+    open_store().put_result(RunRecord(key=spec.key, spec=spec.to_dict(), status="done", metric="accuracy",
+                                      test={"accuracy": 0.9}, val_curve=[[150, 0.9]], best_step=150,
+                                      samples_per_s=40.0, train_tokens=22.0), label="measured")
+    at = page("pages/new_experiment.py")
+    at.selectbox(key="w:exp.discipline").select("upload:dna").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "at the speed from 1 full run of minilm on upload:dna here: 880 tokens/s" in texts(at)
+    at.text_input(key="exp.adv.model").input("tiny:bert").run()
+    assert "No run of tiny:bert (full) has finished here yet" in texts(at)
 
 
 def test_runs_from_the_menu_shows_the_running_run_and_attention_the_run_looked_at():

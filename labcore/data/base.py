@@ -180,6 +180,18 @@ def group_split(groups: list[str], fractions: tuple[float, float, float],
     return out
 
 
+def _units_by_label(labels: Sequence[Any], keys: list[Any]) -> dict[Any, list[Any]]:
+    """Each label's units (rows, or groups: a group's rows share one label, one file or class folder),
+    sorted, labels in sorted order."""
+    by_label: dict[Any, list[Any]] = {}
+    seen: set[Any] = set()
+    for key, label in zip(keys, labels):
+        if key not in seen:
+            seen.add(key)
+            by_label.setdefault(label, []).append(key)
+    return {label: sorted(by_label[label]) for label in sorted(by_label)}
+
+
 def stratified_split(labels: Sequence[Any], fractions: tuple[float, float, float], seed: int, *,
                      groups: Sequence[str] | None = None,
                      min_per_split: int = 0) -> tuple[list[int], list[int], list[int]]:
@@ -195,16 +207,9 @@ def stratified_split(labels: Sequence[Any], fractions: tuple[float, float, float
     import numpy as np
 
     keys = list(groups) if groups is not None else list(range(len(labels)))
-    by_label: dict[Any, list[Any]] = {}
-    seen: set[Any] = set()
-    for key, label in zip(keys, labels):
-        if key not in seen:  # a group's rows share one label (one file, one class folder)
-            seen.add(key)
-            by_label.setdefault(label, []).append(key)
     rng = np.random.default_rng(seed)
     where: dict[Any, int] = {}
-    for label in sorted(by_label):
-        units = sorted(by_label[label])
+    for label, units in _units_by_label(labels, keys).items():
         order = [units[i] for i in rng.permutation(len(units))]
         n_val = max(min_per_split, int(round(len(order) * fractions[1])))
         n_test = max(min_per_split, int(round(len(order) * fractions[2])))
@@ -214,6 +219,61 @@ def stratified_split(labels: Sequence[Any], fractions: tuple[float, float, float
                              f"{min_per_split} in each split")
         for i, unit in enumerate(order):
             where[unit] = 0 if i < n_train else 1 if i < n_train + n_val else 2
+    out: tuple[list[int], list[int], list[int]] = ([], [], [])
+    for row, key in enumerate(keys):
+        out[where[key]].append(row)
+    return out
+
+
+def stratified_folds(labels: Sequence[Any], k: int, seed: int, *,
+                     groups: Sequence[str] | None = None) -> list[int]:
+    """The fold (0 .. k-1) of every row: a seeded, stratified partition for k-fold cross-validation.
+
+    Each class's units (rows, or whole groups) are shuffled and dealt to the folds in turn, the deal
+    going on where the previous class stopped: every fold holds each class within one unit of its
+    share (a class with fewer than ``k`` units is missing from some folds, as it must be), and the
+    folds' sizes differ by at most one unit. The folds are disjoint and cover every row.
+    """
+    import numpy as np
+
+    if k < 2:
+        raise ValueError(f"k-fold cross-validation needs at least 2 folds, not {k}")
+    keys = list(groups) if groups is not None else list(range(len(labels)))
+    units = _units_by_label(labels, keys)
+    if k > sum(len(u) for u in units.values()):
+        raise ValueError(f"{k} folds of {sum(len(u) for u in units.values())} units would leave a fold empty")
+    rng = np.random.default_rng(seed)
+    fold_of: dict[Any, int] = {}
+    dealt = 0
+    for members in units.values():
+        for i in rng.permutation(len(members)):
+            fold_of[members[i]] = dealt % k
+            dealt += 1
+    return [fold_of[key] for key in keys]
+
+
+def fold_split(labels: Sequence[Any], k: int, fold: int, seed: int, *, groups: Sequence[str] | None = None,
+               min_per_split: int = 0) -> tuple[list[int], list[int], list[int]]:
+    """Rows of train, validation and test for fold ``fold`` of a k-fold cross-validation.
+
+    Test is the fold itself (:func:`stratified_folds`, so the k test sets are disjoint and together
+    cover the data); validation, for choosing the checkpoint, is carved from the other folds as a
+    fixed split carves a split the data lack: of each class, a seeded ninth of its units there (at
+    least ``min_per_split``, always leaving one to train on); train keeps the rest.
+    """
+    import numpy as np
+
+    if not 0 <= fold < k:
+        raise ValueError(f"fold {fold} is not one of the {k} folds 0 .. {k - 1}")
+    keys = list(groups) if groups is not None else list(range(len(labels)))
+    folds = stratified_folds(labels, k, seed, groups=groups)
+    where = {key: 2 for key, f in zip(keys, folds) if f == fold}
+    rest = [(key, label) for key, label, f in zip(keys, labels, folds) if f != fold]
+    rng = np.random.default_rng([seed, fold])
+    for members in _units_by_label([label for _, label in rest], [key for key, _ in rest]).values():
+        take = min(len(members) - 1, max(min_per_split, int(round(len(members) / 9))))
+        chosen = {members[i] for i in rng.permutation(len(members))[:take]}
+        where.update({key: 1 if key in chosen else 0 for key in members})
     out: tuple[list[int], list[int], list[int]] = ([], [], [])
     for row, key in enumerate(keys):
         out[where[key]].append(row)

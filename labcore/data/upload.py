@@ -49,7 +49,11 @@ The discipline ``upload:NAME`` builds its data set from ``examples.npz`` (never 
 again) and splits it 80/10/10 (seeded, stratified by class; by file for MIDI), with at least
 ``min_per_split`` examples of every class in every split; or, with a split field, as the file says
 (a split the file lacks is taken from train, a seeded ninth of each class). A save whose labels
-are all split names (``training``/``testing``) is kept but carries a warning in its manifest. Its parameters carry the upload's
+are all split names (``training``/``testing``) is kept but carries a warning in its manifest. For data too small
+for a fixed split, the parameters ``folds`` (k, 2 to 10) and ``fold`` (0 .. k-1) choose k-fold
+cross-validation instead: k seeded, stratified folds, the run testing on fold ``fold``
+(:func:`labcore.data.base.fold_split`); each fold is a run of its own key, and Compare counts the folds as
+repeats of one condition. Its parameters carry the upload's
 ``fingerprint`` (a prefix of its sha256), so replacing the file gives new cache keys instead of
 serving the old data.
 """
@@ -81,7 +85,7 @@ from typing import Any, BinaryIO, Iterator
 
 from labcore import paths
 from labcore.data import fields
-from labcore.data.base import Discipline, DisciplineInfo, stratified_split
+from labcore.data.base import Discipline, DisciplineInfo, fold_split, stratified_split
 from labcore.errors import DataValidationError, LabError, UnknownNameError
 
 NAME_PATTERN = re.compile(r"[a-z0-9-]{1,40}")
@@ -95,6 +99,9 @@ STORED_NAMES = {"csv": "data.csv", "fasta": "data.fasta", "midi": "data.zip", "n
 DEFAULT_MAX_LENGTH = {"csv": 510, "fasta": 510, "midi": 128, "npz": 512}
 MIDI_SUFFIXES = (".mid", ".midi")
 SPLIT_FRACTIONS = (0.8, 0.1, 0.1)
+# k-fold cross-validation (the parameters folds and fold), for data too small for a fixed split: at least 2
+# folds; at most 10, past which each test fold is smaller still and the runs multiply for little gain.
+MIN_FOLDS, MAX_FOLDS = 2, 10
 MANIFEST = "manifest.json"
 EXAMPLES = "examples.npz"
 # 2: examples.npz holds the validated examples (format 1 kept only the file and parsed it per build)
@@ -1107,11 +1114,15 @@ def _class_units(parsed: ParsedUpload) -> tuple[int, ...]:
     return tuple(int(n) for n in np.bincount(parsed.labels[first], minlength=len(parsed.class_names)))
 
 
-def expected_test_size(up: UploadInfo) -> tuple[int, int]:
+def expected_test_size(up: UploadInfo, folds: int = 0) -> tuple[int, int]:
     """How many units (records; MIDI files) the test split of ``upload:NAME`` holds, and of how many
     classes, by the rules of :meth:`UploadedDiscipline.build` (the file's own split is counted in
-    examples, and a test split it lacks is estimated as a ninth of train)."""
+    examples, and a test split it lacks is estimated as a ninth of train). With ``folds``, a test fold:
+    a k-th of the units, with every class that has a unit in each fold."""
     classes = len(up.class_names)
+    if folds:
+        units = up.class_units or up.class_counts
+        return round(sum(units) / folds), sum(1 for u in units if u >= folds)
     if up.split_counts:
         test = up.split_counts[2] or max(classes * up.limits.min_per_split, round(up.split_counts[0] / 9))
         return test, classes
@@ -1119,8 +1130,13 @@ def expected_test_size(up: UploadInfo) -> tuple[int, int]:
     return sum(max(up.limits.min_per_split, int(round(u * SPLIT_FRACTIONS[2]))) for u in units), classes
 
 
-def expected_sizes(up: UploadInfo) -> tuple[int, int, int]:
-    """About how many examples (windows count one each) train, validation and test of ``upload:NAME`` hold."""
+def expected_sizes(up: UploadInfo, folds: int = 0) -> tuple[int, int, int]:
+    """About how many examples (windows count one each) train, validation and test of ``upload:NAME`` hold
+    (with ``folds``: of one fold's run, see :func:`labcore.data.base.fold_split`)."""
+    if folds:
+        test = round(up.n_examples / folds)
+        validation = round((up.n_examples - test) / 9)
+        return up.n_examples - test - validation, validation, test
     if up.split_counts:
         train, validation, test = up.split_counts
         carved = max(len(up.class_names) * up.limits.min_per_split, round(train / 9))
@@ -1393,8 +1409,12 @@ def _params_class(fingerprint: str) -> type:
     # key and run spec built from the defaults, so a replaced file never serves the old data set.
     params = dataclasses.make_dataclass(
         "UploadParams",
-        [("seed", int, dataclasses.field(default=0)),  # seed of the 80/10/10 split
-         ("fingerprint", str, dataclasses.field(default=fingerprint))],  # sha256 prefix of the file
+        [("seed", int, dataclasses.field(default=0)),  # seed of the 80/10/10 split, or of the folds
+         ("fingerprint", str, dataclasses.field(default=fingerprint)),  # sha256 prefix of the file
+         # k-fold cross-validation: 0 for the fixed split; k cuts the data into k folds, and a run tests on
+         # fold `fold` (0 .. k-1). Each fold is a parameter, so each has its own data set and result key.
+         ("folds", int, dataclasses.field(default=0)),
+         ("fold", int, dataclasses.field(default=0))],
         frozen=True)
     params.__module__ = __name__
     return params
@@ -1411,6 +1431,8 @@ class UploadedDiscipline(Discipline):
 
     def info(self, params: Any) -> DisciplineInfo:
         up = self.upload
+        params = params if params is not None else self.Params()  # None: the upload as such, its fixed split
+        check_folds(up, params.folds, params.fold)
         how = ("by file (windows of a file vote)" if up.kind == "midi" else
                "by record (windows of a record vote)" if up.windowed else "by class")
         counts = ", ".join(f"{c} {n}" for c, n in zip(up.class_names, up.class_counts))
@@ -1424,6 +1446,11 @@ class UploadedDiscipline(Discipline):
                              f"evaluation votes over them")
         if up.skipped:
             run_notes.append(f"{len(up.skipped)} unreadable MIDI file(s) left out of the upload")
+        if params.folds:
+            run_notes.insert(0, f"k-fold cross-validation: tested on fold {params.fold} of {params.folds} "
+                                f"(folds 0-{params.folds - 1}, about {expected_test_size(up, params.folds)[0]} "
+                                f"{'files' if up.kind == 'midi' else 'records'} each); the {params.folds} folds' "
+                                f"runs together test every {'file' if up.kind == 'midi' else 'record'} once")
         extra = "".join(f" {note[0].upper()}{note[1:]}." for note in run_notes[:2])
         if up.kind == "npz":
             extra += f" Patches of {up.options.patch_size}x{up.options.patch_size}, zero-padded."
@@ -1432,7 +1459,10 @@ class UploadedDiscipline(Discipline):
         if up.skipped:
             extra += f" Unreadable MIDI file(s) left out: {'; '.join(up.skipped[:5])}."
         split = f"Seeded 80/10/10 split, stratified {how}."
-        if up.options.split_field:
+        if params.folds:
+            split = (f"Fold {params.fold} of a seeded {params.folds}-fold cross-validation, stratified {how}: test "
+                     f"is this fold, validation a seeded ninth of each class of the other folds, train the rest.")
+        elif up.options.split_field:
             given = ", ".join(f"{s} {n}" for s, n in zip(fields.SPLITS, up.split_counts) if n)
             split = (f"The file's own split ({given}; from {fields.describe_field(up.kind, up.options.split_field)})"
                      + (", a split it lacks taken from train by a seeded ninth of each class." if 0 in up.split_counts
@@ -1494,7 +1524,10 @@ class UploadedDiscipline(Discipline):
         else:
             table = datasets.Dataset.from_dict({"label": labels, "vectors": arrays["vectors"]}).data.table
         del arrays
-        if own is not None:
+        if params.folds:
+            parts = fold_split(labels.tolist(), params.folds, params.fold, params.seed, groups=groups,
+                               min_per_split=up.limits.min_per_split)
+        elif own is not None:
             parts = own_split(labels, own, params.seed, up.limits.min_per_split)
         else:
             parts = stratified_split(labels.tolist(), SPLIT_FRACTIONS, params.seed, groups=groups,
@@ -1503,8 +1536,37 @@ class UploadedDiscipline(Discipline):
         # sha256 prefix and the seed), where datasets would otherwise hash every row to make them.
         return datasets.DatasetDict({
             split: datasets.Dataset(table.take(pa.array(rows, type=pa.int64())),
-                                    fingerprint=f"upload-{up.fingerprint}-{params.seed}-{split}")
+                                    fingerprint=f"upload-{up.fingerprint}-{params.seed}-"
+                                                f"{params.fold}of{params.folds}-{split}")
             for split, rows in zip(("train", "validation", "test"), parts)})
+
+
+def check_folds(up: UploadInfo, folds: Any, fold: Any) -> None:
+    """The k-fold parameters of a run on ``up``: ``folds`` 0 (the fixed split) or MIN_FOLDS..MAX_FOLDS, and
+    ``fold`` one of its folds; refused on a file that gives its own split, which the folds would ignore."""
+    for name, value in (("folds", folds), ("fold", fold)):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise LabError(f"the discipline parameter {name} must be a whole number, got {value!r}")
+    if folds == 0:
+        if fold:
+            raise LabError(f"fold {fold} is given without folds: set folds ({MIN_FOLDS} to {MAX_FOLDS}) for k-fold "
+                           f"cross-validation, or leave fold at 0 for the fixed split")
+        return
+    if not MIN_FOLDS <= folds <= MAX_FOLDS:
+        raise LabError(f"folds must be 0 (the fixed 80/10/10 split) or from {MIN_FOLDS} to {MAX_FOLDS}, got {folds}")
+    if not 0 <= fold < folds:
+        raise LabError(f"fold must be one of 0 to {folds - 1} for {folds} folds, got {fold}")
+    if up.options.split_field:
+        raise LabError(f"upload {up.name!r} gives its own split (from "
+                       f"{fields.describe_field(up.kind, up.options.split_field)}), which k-fold cross-validation "
+                       f"would ignore: leave folds at 0, or upload the file again with no split field")
+
+
+def fold_specs(spec: Any, folds: int) -> list[Any]:
+    """One spec per fold of a ``folds``-fold cross-validation of ``spec`` (a RunSpec on an upload): the
+    runs of one condition, which Compare counts as its repeats (see :data:`labcore.compare.REPEAT_FIELDS`)."""
+    own = dict(spec.discipline_params)
+    return [spec.replace(discipline_params={**own, "folds": folds, "fold": fold}) for fold in range(folds)]
 
 
 def uploaded_discipline(name: str) -> UploadedDiscipline:

@@ -1,0 +1,62 @@
+"""The time New experiment promises comes from the speed finished runs measured here: the same model and
+protocol on the same discipline where there are any, else on any discipline, else a typical figure."""
+
+from __future__ import annotations
+
+import pytest
+
+from labcore.record import RunRecord
+from labcore.spec import MINILM_TOKENS_PER_S, estimate, make_spec, resolve
+from labcore.speed import measured_speed, run_tokens_per_s
+
+
+def run(discipline: str, samples_per_s: float, tokens: float = 0.0, *, model: str = "minilm",
+        protocol: str = "full", status: str = "done") -> RunRecord:
+    spec = {"model": model, "protocol": protocol, "discipline": discipline, "seed": 0}
+    return RunRecord(key=f"{model}-{discipline}-{samples_per_s}", spec=spec, status=status, metric="accuracy",
+                     samples_per_s=samples_per_s, train_tokens=tokens, wall_time_s=80.0, train_examples=2258)
+
+
+def test_a_runs_speed_is_its_samples_per_second_times_its_tokens():
+    assert run_tokens_per_s(run("dna-splice", 60.0, 62.0)) == pytest.approx(3720.0)
+    older = run("upload:dna", 100.0)  # recorded before runs counted their tokens
+    assert run_tokens_per_s(older) == 0.0 and run_tokens_per_s(older, mean_tokens=22.0) == pytest.approx(2200.0)
+    assert run_tokens_per_s(run("dna-splice", 60.0, 62.0, status="failed")) == 0.0
+    assert run_tokens_per_s(run("dna-splice", 0.0, 62.0)) == 0.0
+
+
+def test_the_same_discipline_first_then_the_model_anywhere_then_the_typical_figure():
+    records = [run("dna-splice", 60.0, 62.0), run("dna-splice", 50.0, 62.0), run("dna-splice", 20.0, 62.0),
+               run("dna-splice", 64.0, 62.0), run("protein-amp", 8.0, 500.0),
+               run("dna-splice", 500.0, 62.0, protocol="output_only"),  # features cached: another speed
+               run("dna-splice", 30.0, 62.0, model="smollm2")]
+    here = measured_speed(records, "minilm", "full", "dna-splice")
+    assert here.runs == 4 and here.tokens_per_s == pytest.approx(55.0 * 62.0)  # the median: a busy run moves it not
+    assert here.words() == "from 4 full runs of minilm on dna-splice here: 3,410 tokens/s"
+
+    elsewhere = measured_speed(records, "minilm", "full", "upload:genes")
+    assert elsewhere.runs == 5 and elsewhere.tokens_per_s == pytest.approx(3720.0)
+    assert elsewhere.words().startswith("from 5 full runs of minilm on other disciplines here")
+
+    none = measured_speed([], "minilm", "full", "upload:genes")
+    assert (none.runs, none.tokens_per_s) == (0, MINILM_TOKENS_PER_S)
+    assert none.words() == "no run measured yet: a typical figure, 3,900 tokens/s"
+    assert measured_speed(records, "antiberty", "full", "dna-splice") is None  # no typical figure of its own
+    assert measured_speed(records, "smollm2", "full", "upload:genes").runs == 1
+
+
+def test_older_records_count_on_the_data_being_estimated_only():
+    older = [run("upload:dna", 100.0), run("dna-splice", 60.0)]  # neither says its tokens
+    speed = measured_speed(older, "minilm", "full", "upload:dna", mean_tokens=22.0)
+    assert (speed.runs, speed.discipline, speed.tokens_per_s) == (1, "upload:dna", pytest.approx(2200.0))
+    assert measured_speed(older, "minilm", "full", "upload:other", mean_tokens=22.0).runs == 0
+
+
+def test_the_estimate_follows_the_measured_speed():
+    quick = resolve(make_spec(budget="quick"), "tokens")
+    typical = estimate(quick, (86, 10, 10), 22.0)
+    slow = measured_speed([run("upload:dna", 40.0, 22.0)], "minilm", "full", "upload:dna")
+    measured = estimate(quick, (86, 10, 10), 22.0, tokens_per_s=slow.tokens_per_s)
+    assert measured.steps == typical.steps == 150
+    # 150 steps of 16 examples at 40 examples/s: a minute of steps, where the typical figure gave a few seconds
+    assert measured.seconds > 60 > typical.seconds
