@@ -78,6 +78,8 @@ state.set_qp(recipe=name, budget=budget, seeds=[str(s) for s in seeds])
 if not seeds:
     st.warning("Pick at least one seed (two or more for a verdict: one seed gives no interval).")
     st.stop()
+if len(seeds) == 1:
+    choices.caption(":material/info: With one seed there is no interval: every verdict will read inconclusive.")
 try:
     plan = plan_of(recipe, budget, seeds)
 except LabError as exc:
