@@ -11,6 +11,7 @@ import streamlit as st
 
 from labcore import assets, demos
 from labcore.errors import LabError
+from labcore.recipes import RECIPES
 from labcore.resolve import resolve_spec
 from labcore.store import ACTIVE, FINISHED
 from labcore.fmt import fmt_duration
@@ -101,6 +102,18 @@ def _demo_card(demo: demos.Demo, column) -> None:
                    f"2-core CPU")
         # A callback runs before the page is drawn again, so the status lines above already count the new runs.
         st.button("▶ Run this demo", key=f"demo-{demo.name}", type="primary", on_click=_start_demo, args=(demo,))
+        _recipe_link(demo)
+
+
+def _recipe_link(demo: demos.Demo) -> None:
+    """The paper's whole experiment behind a demo, so each experiment has one place: its recipe."""
+    for name in RECIPES.names():
+        recipe = RECIPES[name]
+        if recipe.paper == demo.paper:
+            short = recipe.title.split(":")[0]  # "Kao & Lee: is a text model ..." -> "Kao & Lee"
+            st.page_link(common.PAGES["recipes"], label=f"The full experiment: Recipes → {short}",
+                         icon=":material/menu_book:", query_params={"recipe": name})
+            return
 
 
 def _demo_view(demo: demos.Demo) -> None:
@@ -178,6 +191,7 @@ def home() -> None:
 
 PAGES = [
     st.Page(home, title="Home", icon=":material/home:", default=True),
+    st.Page(common.PAGES["recipes"], title="Recipes", icon=":material/menu_book:", url_path="recipes"),
     st.Page(common.PAGES["new"], title="New experiment", icon=":material/science:", url_path="new"),
     st.Page(common.PAGES["runs"], title="Runs", icon=":material/list_alt:", url_path="runs"),
     st.Page(common.PAGES["compare"], title="Compare", icon=":material/bar_chart:", url_path="compare"),

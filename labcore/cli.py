@@ -1,4 +1,4 @@
-"""`python -m labcore ...`: assets, data, run, sweep, and the worker commands.
+"""`python -m labcore ...`: assets, data, run, sweep, recipe, and the worker commands.
 
 Every RunSpec field is a flag (``--model``, ``--init``, ``--protocol``, ``--lr`` ...); ``--dparam k=v``
 and ``--pparam k=v`` set discipline and protocol parameters. In ``sweep`` any flag takes a comma list
@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from labcore import cli_analyze, cli_worker
+from labcore import cli_analyze, cli_recipe, cli_worker
 from labcore.cli_args import key_values, add_spec_arguments, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
 from labcore.events import describe
@@ -260,6 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--store", default=None, help="store folder (default: <TRANSFERLAB_CACHE>/store)")
     p.set_defaults(func=cmd_body)
 
+    cli_recipe.add_arguments(sub)
     cli_worker.add_commands(sub)
     return parser
 

@@ -33,6 +33,7 @@ PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function p
     "data": "pages/data.py",
     "analysis": "pages/analysis.py",
     "pretrain": "pages/pretrain.py",
+    "recipes": "pages/recipes.py",
 }
 
 

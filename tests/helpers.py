@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import time
+from pathlib import Path
 from typing import Callable
 
 
@@ -38,3 +39,17 @@ def wait_for(what: str, predicate: Callable[[], object], timeout: float = 180.0,
     state = "" if store is None else "; jobs: " + ", ".join(f"{r['key'][:8]} {r['status']} {r.get('error', '')}"
                                                              for r in store.jobs())
     raise AssertionError(f"timed out waiting for {what}{state}")
+
+
+def share_assets(cache: Path) -> Path:
+    """Link the test cache's fetched assets, built data sets and models into ``cache``, so an app or a store
+    there finds them without fetching or building anything twice."""
+    from labcore import paths
+
+    shared = paths.cache_dir()
+    cache.mkdir(parents=True, exist_ok=True)
+    for name in ("assets", "datasets", "models"):
+        (shared / name).mkdir(parents=True, exist_ok=True)
+        if not (cache / name).exists():
+            (cache / name).symlink_to(shared / name)
+    return cache

@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from helpers import free_port, stop_process_group, wait_for
+from helpers import free_port, share_assets, stop_process_group, wait_for
 
 pytestmark = pytest.mark.browser
 
@@ -33,24 +33,20 @@ DEMO = "bits"
 STEP_CAP = "150"
 
 
-@pytest.fixture
-def server(tmp_path, fetched_assets):
-    """The app on a free loopback port, on a store of its own (assets and built data shared by symlink)."""
+def _need_a_browser() -> None:
     if not CHROMIUM.exists():
         pytest.skip(f"no Chromium at {CHROMIUM}: install Debian's chromium (`make browser` does it as root with "
                     f"apt-get) to run the browser test")
     pytest.importorskip("playwright.sync_api", reason="the python playwright package is not installed")
-    from labcore import paths
 
-    shared = paths.cache_dir()
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    for name in ("assets", "datasets", "models"):
-        (shared / name).mkdir(parents=True, exist_ok=True)
-        (cache / name).symlink_to(shared / name)
+
+@contextlib.contextmanager
+def serving(cache: Path, log_path: Path, **env: str):
+    """The app on a free loopback port, on ``cache``, with ``env`` added to its environment; the server and
+    every worker it started are stopped afterwards whatever happens."""
     port = free_port()
-    env = dict(os.environ, TRANSFERLAB_CACHE=str(cache), TRANSFERLAB_DEMO_MAX_STEPS=STEP_CAP, PYTHONPATH=str(REPO))
-    log = open(tmp_path / "server.log", "wb")
+    env = {**os.environ, "TRANSFERLAB_CACHE": str(cache), "PYTHONPATH": str(REPO), **env}
+    log = open(log_path, "wb")
     process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
                                 "--server.address", "127.0.0.1", "--server.headless", "true"],
                                cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -64,9 +60,9 @@ def server(tmp_path, fetched_assets):
             except OSError:
                 pass
             if process.poll() is not None or time.monotonic() > deadline:
-                pytest.fail("the app did not start:\n" + (tmp_path / "server.log").read_text()[-3000:])
+                pytest.fail("the app did not start:\n" + log_path.read_text()[-3000:])
             time.sleep(0.5)
-        yield f"http://127.0.0.1:{port}", cache
+        yield f"http://127.0.0.1:{port}"
     finally:
         stop_process_group(process)
         log.close()
@@ -76,6 +72,15 @@ def server(tmp_path, fetched_assets):
         store = Store(cache / "store")
         stop_workers(store, timeout_s=30)
         store.close()
+
+
+@pytest.fixture
+def server(tmp_path, fetched_assets):
+    """The app on a store of its own (assets and built data shared by symlink)."""
+    _need_a_browser()
+    cache = share_assets(tmp_path / "cache")
+    with serving(cache, tmp_path / "server.log", TRANSFERLAB_DEMO_MAX_STEPS=STEP_CAP) as base:
+        yield base, cache
 
 
 @contextlib.contextmanager
@@ -270,3 +275,54 @@ def test_the_transfer_atlas_in_chromium(server):
         page.mouse.click(*first)
         expect(page.get_by_text("Test metric per condition")).to_be_visible()
         assert "runs=" in page.url
+
+
+@pytest.fixture
+def recipe_server(tmp_path, tmp_path_factory, fetched_assets):
+    """The app on a cache whose store holds the finished tiny Kao recipe, building its plans the same tiny way."""
+    _need_a_browser()
+    from recipe_store import ADJUST, finished_recipe
+
+    from labcore.recipes.drive import ADJUST_VARIABLE
+
+    finished = finished_recipe("kao", tmp_path_factory)
+    with serving(finished.cache, tmp_path / "server.log", PYTHONPATH=f"{REPO}{os.pathsep}{REPO / 'tests'}",
+                 **{ADJUST_VARIABLE: ADJUST}) as base:
+        yield base, finished
+
+
+def test_a_finished_recipe_and_its_exported_report_in_chromium(recipe_server, tmp_path):
+    """The Recipes page shows a finished tiny Kao recipe's verdicts, tables and figures (``recipes-page.png``);
+    its HTML export, downloaded and opened in the browser with no server behind it, draws every figure
+    (``recipe-report.png``)."""
+    from playwright.sync_api import expect
+    from recipe_store import SEEDS
+
+    from labcore.recipes import RECIPES
+
+    base, finished = recipe_server
+    report = RECIPES["kao"].report(finished.plan, finished.results)
+    with chromium_page(1600) as page:
+        page.goto(f"{base}/recipes?recipe=kao&budget=quick&seeds={','.join(map(str, SEEDS))}")
+        expect(page.get_by_role("heading", name="Report")).to_be_visible(timeout=120_000)
+        for _claim, verdict in report.claims:
+            expect(page.get_by_text(verdict.sentence(), exact=False).first).to_be_visible()
+        total = len(finished.plan.steps)
+        expect(page.get_by_text(f"{total} of {total} jobs done").first).to_be_visible()
+        expect(page.locator(".js-plotly-plot")).to_have_count(len(report.figures), timeout=60_000)
+        _shot(page, "recipes-page")
+
+        with page.expect_download() as download:
+            page.get_by_role("button", name=re.compile(r"Report \(HTML")).click()
+        exported = tmp_path / "kao-report.html"
+        download.value.save_as(exported)
+    with chromium_page(1600) as page:  # a browser of its own: the file alone, no app behind it
+        page.goto(exported.as_uri())
+        expect(page.get_by_role("heading", name=report.title)).to_be_visible()
+        drawn = page.locator(".plotly-graph-div .main-svg")
+        expect(drawn.first).to_be_visible(timeout=60_000)
+        assert page.locator(".plotly-graph-div").count() == len(report.figures)
+        assert page.locator(".plotly-graph-div:has(.main-svg)").count() == len(report.figures)  # every one drawn
+        words = page.locator(".holds, .does-not-hold, .inconclusive, .not-measured")
+        assert words.count() == len(report.claims)
+        _shot(page, "recipe-report")

@@ -13,6 +13,7 @@ leaves out of the paper's experiment is listed in :attr:`Plan.cuts`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -53,6 +54,9 @@ class Plan:
     seeds: tuple[int, ...]
     stages: tuple[tuple[Step, ...], ...]
     cuts: tuple[str, ...] = ()  # what this budget leaves out of the paper's experiment, in words
+    # the name of an ``adjust`` every spec went through beyond the budget's (TRANSFERLAB_RECIPE_ADJUST):
+    # its jobs are other jobs, so they join a group of their own
+    adjusted: str = ""
 
     @property
     def steps(self) -> list[Step]:
@@ -61,7 +65,8 @@ class Plan:
     @property
     def group(self) -> str:
         """The store group its jobs join (stable: running a recipe twice serves the finished jobs)."""
-        return f"recipe:{self.recipe}:{self.budget}:seeds=" + ",".join(map(str, self.seeds))
+        return (f"recipe:{self.recipe}:{self.budget}:seeds=" + ",".join(map(str, self.seeds))
+                + (f":{self.adjusted}" if self.adjusted else ""))
 
 
 @dataclass(frozen=True)
@@ -87,6 +92,12 @@ class Recipe:
 
     # run time of one step on this machine before any has been measured (the quick budget's typical run)
     prior_step_s: float = 60.0
+
+    def prior_s(self, budget: str) -> float:
+        """Seconds one step of ``budget`` is expected to take before any is measured here: the recipe's
+        measured quick-budget figure for ``quick``; NaN for the longer budgets, whose steps take an unknown
+        multiple of it until one of them has run on this machine (a guess would pass for a measurement)."""
+        return self.prior_step_s if budget == "quick" else math.nan
 
     def plan(self, budget: str = "quick", seeds: Sequence[int] | None = None,
              adjust: Callable[[Any], Any] | None = None) -> Plan:

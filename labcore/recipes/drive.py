@@ -5,19 +5,28 @@ the only worker of a small machine. :func:`advance` submits every stage whose ea
 ended, and is safe to call again and again (from a page's refresh or a CLI loop): a step already in the
 store is never submitted twice by it, so a failed job is not retried behind the user's back (the
 recipe's explicit run button retries with :func:`advance` ``retry=True``).
+
+The app and the command line build their plans with :func:`plan_of`, so both drive and report the same
+jobs; ``TRANSFERLAB_RECIPE_ADJUST=module:function`` passes every spec of those plans through one more
+``adjust`` (e.g. ``recipe_helpers:tiny`` from ``tests/``: every job shrunk to seconds, for a check of the
+whole path from the button to the report, as ``TRANSFERLAB_DEMO_MAX_STEPS`` does for the demos).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import math
+import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from labcore.errors import LabError
+from labcore.fmt import fmt_duration
 from labcore.jobs import new_job
-from labcore.recipes.base import Plan, Step
+from labcore.recipes.base import Plan, Recipe, Step
 from labcore.record import RunRecord
-from labcore.store import ACTIVE, STOPPED, TERMINAL
+from labcore.store import ACTIVE, STOPPED, TERMINAL, QueueCapReached
 
 _KEYS: dict[tuple[str, Step], str] = {}
 
@@ -30,6 +39,35 @@ def step_key(step: Step) -> str:
     return _KEYS[memo]
 
 
+ADJUST_VARIABLE = "TRANSFERLAB_RECIPE_ADJUST"
+
+
+def named_adjust(text: str | None = None) -> tuple[str, Callable[[Any], Any] | None]:
+    """(name, function) of the adjust ``TRANSFERLAB_RECIPE_ADJUST`` names as ``module:function``; ("", None)
+    where it is unset."""
+    text = (os.environ.get(ADJUST_VARIABLE, "") if text is None else text).strip()
+    if not text:
+        return "", None
+    module, _, name = text.partition(":")
+    try:
+        function = getattr(importlib.import_module(module), name) if name else None
+    except (ImportError, AttributeError) as exc:
+        raise LabError(f"{ADJUST_VARIABLE}={text!r} names no importable function ({exc}); give module:function "
+                       f"with the module on PYTHONPATH, or unset it") from None
+    if not callable(function):
+        raise LabError(f"{ADJUST_VARIABLE}={text!r} is not module:function; give e.g. recipe_helpers:tiny, or "
+                       f"unset it")
+    return text, function
+
+
+def plan_of(recipe: Recipe, budget: str = "quick", seeds: Sequence[int] | None = None) -> Plan:
+    """The plan the app and the command line drive and report: ``recipe.plan`` with the adjust of
+    ``TRANSFERLAB_RECIPE_ADJUST`` where one is set (its jobs then join a group of their own)."""
+    name, adjust = named_adjust()
+    plan = recipe.plan(budget, seeds, adjust=adjust)
+    return dataclasses.replace(plan, adjusted=name) if name else plan
+
+
 def plan_keys(plan: Plan) -> dict[Step, str]:
     return {step: step_key(step) for step in plan.steps}
 
@@ -39,7 +77,15 @@ def _result(record: Mapping[str, Any] | None) -> Any:
         return None
     if record.get("kind", "run") == "run":
         return RunRecord.from_dict(record["result"])  # failed and diverged runs too: the report counts them
-    return record["result"] if record["status"] == "done" else None
+    if record["status"] != "done":
+        return None
+    result = record["result"]
+    if not (result.get("wall_time_s") or result.get("wall_s")) and record.get("started_at") \
+            and record.get("finished_at"):
+        # An analysis records no time of its own: the store's clock of its attempt times it, so the expected
+        # time of the steps like it is learnt from it instead of the prior.
+        result = {**result, "wall_time_s": round(float(record["finished_at"]) - float(record["started_at"]), 1)}
+    return result
 
 
 def results_of(plan: Plan, store: Any) -> dict[Step, Any]:
@@ -57,7 +103,10 @@ class Progress:
     unsubmitted: int  # in a later stage that waits for an earlier one
     stage: int  # the first stage not wholly ended (len(stages): all ended)
     running_keys: tuple[str, ...]
-    errors: tuple[str, ...] = ()  # why steps could not be submitted (an earlier step failed, a cap)
+    errors: tuple[str, ...] = ()  # why steps could not be submitted (an earlier step failed)
+    # steps kept back because the requester already has as many jobs waiting as the store allows one person
+    # (TRANSFERLAB_MAX_QUEUED_PER_SESSION): not an error, a later advance queues them as the queue drains
+    held: int = 0
 
     @property
     def ended(self) -> bool:
@@ -68,7 +117,7 @@ def _ended(record: Mapping[str, Any] | None) -> bool:
     return record is not None and record["status"] in TERMINAL
 
 
-def progress(plan: Plan, store: Any, errors: tuple[str, ...] = ()) -> Progress:
+def progress(plan: Plan, store: Any, errors: tuple[str, ...] = (), held: int = 0) -> Progress:
     keys = plan_keys(plan)
     records = {step: store.get(key) for step, key in keys.items()}
     statuses = [r["status"] if r else "" for r in records.values()]
@@ -79,7 +128,7 @@ def progress(plan: Plan, store: Any, errors: tuple[str, ...] = ()) -> Progress:
         running=statuses.count("running"), queued=sum(1 for s in statuses if s in ACTIVE and s != "running"),
         unsubmitted=statuses.count(""), stage=stage,
         running_keys=tuple(keys[s] for s, r in records.items() if r and r["status"] == "running"),
-        errors=tuple(errors))
+        errors=tuple(errors), held=held)
 
 
 def advance(plan: Plan, executor: Any, *, priority: str = "sweep", who: str | None = None,
@@ -92,35 +141,45 @@ def advance(plan: Plan, executor: Any, *, priority: str = "sweep", who: str | No
     """
     store = executor.store
     errors: list[str] = []
+    held = 0
     for number, stage in enumerate(plan.stages):
         records = {step: store.get(step_key(step)) for step in stage}
         wanted = [s for s, r in records.items() if r is None or (retry and r["status"] in STOPPED)]
         if wanted:
             for step in wanted:
+                if held:  # the requester's queue is full: the rest of the stage waits for the next advance
+                    held += 1
+                    continue
                 try:
                     executor.submit_group(plan.group, [step.spec], priority=priority, who=who)
+                except QueueCapReached:
+                    held += 1
                 except LabError as exc:
                     errors.append(f"stage {number + 1}, {step.condition}"
                                   + (f" on {step.facet}" if step.facet else "") + f": {exc}")
             records = {step: store.get(step_key(step)) for step in stage}
         if not all(_ended(r) for r in records.values()):
             break  # later stages wait for this one
-    return progress(plan, store, tuple(errors))
+    return progress(plan, store, tuple(errors), held)
+
+
+def wall(result: Any) -> float | None:
+    """The seconds a finished step took (None: not finished, or its time was not recorded)."""
+    if isinstance(result, RunRecord):
+        return result.wall_time_s or None
+    if isinstance(result, dict):  # a pretraining records its time as wall_s
+        return float(result.get("wall_time_s") or result.get("wall_s") or 0) or None
+    return None
 
 
 def expected_seconds(plan: Plan, results: Mapping[Step, Any], prior_s: float) -> tuple[float, float]:
     """(seconds of run time for the whole recipe, seconds still to go), from what its finished steps took.
 
     A step not yet run is expected to take the mean measured time of finished steps of its own kind and
-    facet, else of its kind, else ``prior_s`` (the recipe's measured figure per step on this machine).
+    facet, else of its kind, else ``prior_s`` (the recipe's measured figure per step on this machine). A
+    finished step whose result records no time (an analysis) is guessed the same way for the total, and
+    is not still to go.
     """
-    def wall(result: Any) -> float | None:
-        if isinstance(result, RunRecord):
-            return result.wall_time_s or None
-        if isinstance(result, dict):
-            return float(result.get("wall_time_s") or 0) or None
-        return None
-
     measured: dict[tuple[str, str], list[float]] = {}
     for step in plan.steps:
         w = wall(results.get(step))
@@ -134,9 +193,38 @@ def expected_seconds(plan: Plan, results: Mapping[Step, Any], prior_s: float) ->
             kind = type(step.spec).__name__
             guess = measured.get((kind, step.facet)) or measured.get((kind, ""))
             w = sum(guess) / len(guess) if guess else prior_s
-            left += w
+            if results.get(step) is None:
+                left += w
         total += w
     return (total, left) if math.isfinite(total) else (math.nan, math.nan)
 
 
-__all__ = ["Progress", "advance", "expected_seconds", "plan_keys", "progress", "results_of", "step_key"]
+def expected_of(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -> tuple[float, float]:
+    """:func:`expected_seconds` with the recipe's prior for the plan's budget (NaN where the budget's steps
+    were never measured here: see :meth:`Recipe.prior_s`)."""
+    return expected_seconds(plan, results, recipe.prior_s(plan.budget))
+
+
+def measured_count(results: Mapping[Step, Any]) -> int:
+    """How many steps have a measured run time: what :func:`expected_seconds` learnt its times from."""
+    return sum(1 for result in results.values() if wall(result))
+
+
+def expected_sentence(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -> str:
+    """The expected CPU time in words, saying where the figure comes from (the app and the CLI show it)."""
+    total, left = expected_of(recipe, plan, results)
+    measured = measured_count(results)
+    if math.isnan(total):
+        return (f"not known yet: some kinds of its jobs have never run here at the {plan.budget} budget (the "
+                f"recipe's {recipe.prior_step_s:g} s a job holds for the quick budget only)")
+    if measured and left == 0:
+        return f"about {fmt_duration(total)} of CPU time, every job finished (timed from the {measured} measured here)"
+    if measured:
+        return (f"about {fmt_duration(total)} of CPU time, {fmt_duration(left)} of it still to run (from the "
+                f"{measured} of its jobs measured here)")
+    return (f"about {fmt_duration(total)} of CPU time (at {recipe.prior_step_s:g} s a job, the recipe's figure for "
+            f"this machine)")
+
+
+__all__ = ["ADJUST_VARIABLE", "Progress", "advance", "expected_of", "expected_sentence", "expected_seconds",
+           "measured_count", "named_adjust", "plan_keys", "plan_of", "progress", "results_of", "step_key", "wall"]

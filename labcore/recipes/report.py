@@ -171,22 +171,55 @@ def _frame_html(frame: pd.DataFrame) -> str:
     return frame.to_html(border=0, na_rep="–", float_format=lambda x: f"{x:.3f}")
 
 
+def summary_line(report: Report) -> str:
+    """Budget, seeds and how much of the recipe has finished, in one sentence."""
+    return (f"{report.budget} budget, seeds {', '.join(map(str, report.seeds))}; {report.done} of {report.total} "
+            f"jobs finished, {report.wall_s / 60:.1f} min of run time")
+
+
+RULE = ("Rule: the 95 % t-interval of the difference over seeds (paired by seed where both sides have the same "
+        "seeds) excludes 0 on the claimed side: holds; on the other side: does not hold; covers 0, or fewer than "
+        "two seeds: inconclusive.")
+
+
+def to_text(report: Report, *, all_tables: bool = True) -> str:
+    """The report for a terminal: the summary, each claim with its verdicts and their numbers, then the
+    tables (the first, the headline table, alone with ``all_tables=False``), and with ``all_tables`` the
+    cuts, the paper's numbers and the notes. Figures stay in the HTML export."""
+    lines = [report.title, summary_line(report), "", "Claims and verdicts:"]
+    shown = None
+    for claim, verdict in report.claims:
+        if claim.id != shown:
+            lines.append(f"  {claim.text} ({claim.section})")
+            shown = claim.id
+        lines.append(f"    {verdict.word.upper()}: {verdict.claim}: {verdict.sentence()}")
+    lines.append("  " + RULE)
+    tables = report.tables if all_tables else report.tables[:1]
+    for title, frame in tables:
+        lines += ["", title + ":", frame.to_string()]
+    if all_tables:
+        if report.cuts:
+            lines += ["", "What this budget leaves out:"] + [f"  - {c}" for c in report.cuts]
+        for numbers in report.paper_numbers:
+            lines += ["", f"The paper's numbers: {numbers.source}:", numbers.table.to_string()]
+        if report.notes:
+            lines += ["", "Notes:"] + [f"  - {n}" for n in report.notes]
+    return "\n".join(lines) + "\n"
+
+
 def to_html(report: Report) -> str:
     """A self-contained HTML page: text, tables, and the figures with plotly.js embedded (works offline)."""
     e = html.escape
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(report.title)}</title>"
              f"<style>{_STYLE}</style></head><body>",
              f"<h1>{e(report.title)}</h1>",
-             f"<p>Budget <b>{e(report.budget)}</b>, seeds {e(', '.join(map(str, report.seeds)))}; "
-             f"{report.done} of {report.total} jobs finished, {report.wall_s / 60:.1f} min of run time.</p>",
+             f"<p>{e(summary_line(report))}.</p>",
              "<h2>Claims and verdicts</h2><ul>"]
     for claim, verdict in report.claims:
         css = verdict.word.replace(" ", "-")
         parts.append(f"<li><p>{e(claim.text)} ({e(claim.section)})</p><p><span class='{css}'>{e(verdict.word)}</span>"
                      f": {e(verdict.sentence())}</p></li>")
-    parts.append("</ul><p>Rule: the 95 % t-interval of the difference over seeds (paired by seed where both sides "
-                 "have the same seeds) excludes 0 on the claimed side: holds; on the other side: does not hold; "
-                 "covers 0, or fewer than two seeds: inconclusive.</p>")
+    parts.append(f"</ul><p>{e(RULE)}</p>")
     if report.cuts:
         parts.append("<h2>What this budget leaves out</h2><ul>" + "".join(f"<li>{e(c)}</li>" for c in report.cuts)
                      + "</ul>")
@@ -207,7 +240,8 @@ def to_html(report: Report) -> str:
 
 __all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "grid_table", "judge", "long_table",
            "loss_curve_figure", "majority_floors", "new_report",
-           "progress_counts", "run_value", "to_csv", "to_html", "values_by_seed", "verdict_table"]
+           "progress_counts", "RULE", "run_value", "summary_line", "to_csv", "to_html", "to_text", "values_by_seed",
+           "verdict_table"]
 
 
 # ------------------------------------------------------------------------------------------ figures

@@ -1,0 +1,245 @@
+"""Recipes: each paper's headline experiment as one plan of real jobs, run with one button, and its report: a
+verdict on every claim with the numbers that decide it, the tables and figures in the paper's shape, and the
+paper's own numbers beside them.
+
+``?recipe=NAME&budget=quick&seeds=0,1,2`` names what is shown, so a link or a reload opens it again. The page
+drives the plan with :func:`labcore.recipes.drive.advance`, the same driver as ``python -m labcore recipe
+run``: the button queues the first stage (and retries what failed), and every refresh of the live view queues
+the stages whose earlier stages have ended. It never trains and never waits.
+"""
+
+from __future__ import annotations
+
+import math
+
+import streamlit as st
+
+from labcore.demos import PAPERS
+from labcore.errors import LabError
+from labcore.fmt import fmt_duration
+from labcore.recipes import BUDGETS, RECIPES
+from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
+from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_of, progress, results_of
+from labcore.recipes.report import RULE, summary_line, to_csv, to_html
+from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from pages import common, state
+
+common.through_router()
+
+# How a verdict's word is coloured (the words themselves come from labcore.recipes.verdict only).
+WORD_COLOURS = {HOLDS: "green", DOES_NOT_HOLD: "red", INCONCLUSIVE: "orange", NOT_MEASURED: "gray"}
+SEED_CHOICES = list(range(10))
+
+st.title(":material/menu_book: Recipes")
+st.caption("Each paper's headline experiment as one plan of real runs on this machine, and a report that says, "
+           "claim by claim, whether the claim holds here, with the numbers that decide it beside the paper's own.")
+
+names = RECIPES.names()
+if not names:
+    st.info("No recipe is registered (labcore/recipes/__init__.py lists them).")
+    st.stop()
+
+
+def _title(name: str) -> str:
+    return RECIPES[name].title
+
+
+# ------------------------------------------------------------------------------------------- choose
+widget = state.remember("rec.recipe", names[0], names)
+wanted = state.qp_external("recipe")
+if wanted in names:
+    st.session_state[widget] = wanted
+elif wanted:
+    st.error(f"There is no recipe {wanted!r}; the recipes are {', '.join(names)}.")
+name = state.keep("rec.recipe", st.radio("Recipe", names, key=widget, format_func=_title))
+recipe: Recipe = RECIPES[name]
+
+about, choices = st.columns([3, 2], gap="large")
+with choices:
+    budget_widget = state.remember("rec.budget", "quick", list(BUDGETS))
+    wanted_budget = state.qp_external("budget")
+    if wanted_budget in BUDGETS:
+        st.session_state[budget_widget] = wanted_budget
+    budget = state.keep("rec.budget", st.radio("Budget", list(BUDGETS), key=budget_widget, horizontal=True))
+    st.caption(BUDGET_NOTES[budget])
+    seeds_key = f"rec.seeds.{name}.{budget}"  # each recipe and budget keeps its own seeds
+    seeds_widget = state.remember(seeds_key, list(recipe.default_seeds[budget]))
+    wanted_seeds = state.qp_external("seeds")
+    if wanted_seeds:
+        try:
+            st.session_state[seeds_widget] = [int(s) for s in wanted_seeds.split(",") if s.strip()]
+        except ValueError:
+            st.error(f"seeds={wanted_seeds!r} in the address is not a list of whole numbers like 0,1,2.")
+    seeds = sorted(state.keep(seeds_key, st.multiselect(
+        "Seeds", SEED_CHOICES + [s for s in st.session_state[seeds_widget] if s not in SEED_CHOICES],
+        key=seeds_widget, help="Each seed repeats every condition (its data order, token mapping and head "
+                               "initialisation); the verdicts pair the conditions by seed.")))
+state.set_qp(recipe=name, budget=budget, seeds=[str(s) for s in seeds])
+if not seeds:
+    st.warning("Pick at least one seed (two or more for a verdict: one seed gives no interval).")
+    st.stop()
+if len(seeds) == 1:
+    choices.caption(":material/info: With one seed there is no interval: every verdict will read inconclusive.")
+try:
+    plan = plan_of(recipe, budget, seeds)
+except LabError as exc:
+    st.error(str(exc))
+    st.stop()
+store = state.get_store()
+results = results_of(plan, store)
+finished = sum(1 for r in results.values() if r is not None)
+
+with about:
+    st.markdown(f"**Paper:** {PAPERS.get(recipe.paper, recipe.paper)}")
+    st.markdown("**Claims tested**\n\n" + "\n".join(f"- {c.text} *({c.section})*" for c in recipe.claims))
+    if plan.cuts:
+        with st.expander(f"What the {budget} budget leaves out of the paper's experiment ({len(plan.cuts)})"):
+            st.markdown("\n".join(f"- {c}" for c in plan.cuts))
+
+
+# ------------------------------------------------------------------------------------------- run
+def _started(plan: Plan) -> bool:
+    """Was this plan driven here (by the page or the CLI)? Only then does a refresh queue its later stages."""
+    return plan.group in state.get_store().groups()
+
+
+def _advance(plan: Plan, *, retry: bool = False):
+    """One step of the driver, in this session's name (its queue cap counts the recipe's jobs like any)."""
+    asking = state.get_executor()
+    outcome = advance(plan, asking.executor, who=asking.who, retry=retry)
+    # A retry the queue cap cut short goes on retrying at the next refreshes, until nothing is held back.
+    st.session_state[f"_rec_retry:{plan.group}"] = retry and outcome.held > 0
+    return outcome
+
+
+def _run(plan: Plan) -> None:
+    try:
+        outcome = _advance(plan, retry=True)
+    except LabError as exc:
+        st.session_state["_rec_error"] = str(exc)
+        return
+    st.session_state["_rec_errors"] = outcome.errors
+
+
+with choices:
+    st.markdown(f"**Expected on this machine:** {len(plan.steps)} jobs in {len(plan.stages)} "
+                f"stage{'s' if len(plan.stages) != 1 else ''}; {expected_sentence(recipe, plan, results)}.")
+    now = progress(plan, store)
+    label = "▶ Run this recipe"
+    if now.ended and now.failed:
+        label = f"▶ Retry the {now.failed} job{'s' if now.failed != 1 else ''} that did not finish"
+    elif now.ended:
+        label = "▶ Run again (every job comes from the store)"
+    st.button(label, key="btn.rec.run", type="primary", on_click=_run, args=(plan,),
+              help="Queues the recipe's jobs for the background worker, stage by stage; finished jobs come from "
+                   "the store, failed ones are tried again.")
+    if plan.adjusted:
+        st.caption(f":material/tune: Every job is changed by {plan.adjusted} (TRANSFERLAB_RECIPE_ADJUST).")
+    error = st.session_state.pop("_rec_error", None)
+    if error:
+        st.error(error)
+    for message in st.session_state.pop("_rec_errors", ()):
+        st.warning(message)
+
+
+# ------------------------------------------------------------------------------------------- progress
+def _progress_text(now, left_s: float, workers: int) -> str:
+    parts = [f"**{now.done} of {now.total}** jobs done"]
+    parts += [f"{n} {what}" for n, what in ((now.failed, "failed"), (now.running, "running"), (now.queued, "queued"),
+                                            (now.unsubmitted, "not queued yet")) if n]
+    if not now.ended and not math.isnan(left_s):
+        # one job at a time per worker: the run time still to go, shared by the workers
+        parts.append(f"about {fmt_duration(left_s / max(1, workers))} left")
+    return " · ".join(parts)
+
+
+def live_view(plan: Plan, ended_at_draw: int, active: bool) -> None:
+    """The recipe's progress and the live curve of its running job; each refresh also advances the plan."""
+    def body() -> None:
+        store = state.get_store()
+        if _started(plan) and not progress(plan, store).ended:
+            now = _advance(plan, retry=bool(st.session_state.get(f"_rec_retry:{plan.group}")))
+        else:
+            now = progress(plan, store)
+        _, left = expected_of(recipe, plan, results_of(plan, store))
+        workers = len(store.workers())
+        st.progress((now.done + now.failed) / max(1, now.total), text=_progress_text(now, left, workers))
+        if now.held:
+            st.caption(f":material/schedule: {now.held} job{'s' if now.held != 1 else ''} wait for room in your "
+                       f"queue (one person may have only so many jobs waiting at a time); this view queues them as "
+                       f"the earlier ones start.")
+        for message in now.errors:
+            st.warning(message)
+        if (now.queued or now.running) and not workers:
+            st.caption("No worker is running yet: one starts with the first queued job (see the sidebar).")
+        if now.running_keys:
+            key = now.running_keys[0]
+            record = store.get(key) or {}
+            st.markdown(f"**Running now:** {record.get('label', key)}")
+            fig, runs = common.curves_figure(store, [key], title="train loss (solid) and validation metric (dashed)")
+            common.progress_rows(store, [key])
+            st.plotly_chart(fig, key="rec-live-chart", config={"displaylogo": False})
+            st.caption(f"{sum(len(r.train_loss) for r in runs)} train-loss points so far")
+            st.page_link(common.PAGES["runs"], label="Every job of this recipe on Runs", icon=":material/list_alt:",
+                         query_params={"group": plan.group})
+        if now.done + now.failed != ended_at_draw:
+            st.rerun()  # a job ended: redraw the page once, so the report below counts it
+
+    st.fragment(body, run_every=common.REFRESH.live_runs_s if active else None)()
+
+
+started = _started(plan)
+at_draw = progress(plan, store)
+if started or finished:
+    st.subheader("Progress")
+    live_view(plan, at_draw.done + at_draw.failed, active=started and not at_draw.ended)
+
+
+# ------------------------------------------------------------------------------------------- report
+def show_report(report) -> None:
+    st.subheader("Report")
+    st.caption(summary_line(report) + ("" if report.complete else
+                                       " · a partial report: conditions without a finished job read \"not "
+                                       "measured\""))
+    st.markdown("#### Claims and verdicts")
+    shown = None
+    for claim, verdict in report.claims:
+        if claim.id != shown:
+            st.markdown(f"**{claim.text}** *({claim.section})*")
+            shown = claim.id
+        colour = WORD_COLOURS.get(verdict.word, "gray")
+        st.markdown(f"- :{colour}[**{verdict.word}**] · `{verdict.claim}`: {verdict.sentence()}")
+    st.caption(RULE)
+    if report.cuts:
+        with st.expander(f"What this budget leaves out ({len(report.cuts)})"):
+            st.markdown("\n".join(f"- {c}" for c in report.cuts))
+    for title, frame in report.tables:
+        st.markdown(f"#### {title}")
+        st.dataframe(frame)
+    if report.paper_numbers:
+        st.markdown("#### The paper's numbers")
+        for numbers in report.paper_numbers:
+            st.markdown(f"**{numbers.source}**")
+            st.dataframe(numbers.table)
+    for i, (title, figure) in enumerate(report.figures):
+        st.markdown(f"#### {title}")
+        st.plotly_chart(figure, key=f"rec-fig-{i}", config={"displaylogo": False})
+    if report.notes:
+        st.markdown("#### Notes")
+        st.markdown("\n".join(f"- {n}" for n in report.notes))
+
+
+if finished:
+    report = recipe.report(plan, results)
+    show_report(report)
+    stem = f"recipe-{recipe.name}-{plan.budget}-seeds-{'-'.join(map(str, plan.seeds))}"
+    left, right = st.columns(2)
+    # The files are built when a button is pressed (the HTML carries plotly.js, a few MB), not on every redraw.
+    left.download_button("Report (HTML, figures included)", data=lambda: to_html(report), file_name=f"{stem}.html",
+                         mime="text/html", key="rec.html", on_click="ignore", icon=":material/download:")
+    right.download_button("Every number and verdict (CSV)", data=lambda: to_csv(report, plan, results),
+                          file_name=f"{stem}.csv", mime="text/csv", key="rec.csv", on_click="ignore",
+                          icon=":material/download:")
+elif not started:
+    st.info("Nothing of this recipe has run in this store yet: press **Run this recipe**. The report builds "
+            "itself from the finished jobs, so it can be read while the rest still runs.")
