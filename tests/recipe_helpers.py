@@ -16,6 +16,27 @@ TINY_MODEL = "tiny:bert"
 # The tiny vocabulary (45 ids) cannot give music's 128 symbols ids of their own: music runs on MiniLM, kept
 # small by its length and steps.
 NEEDS_VOCABULARY = ("music-composer",)
+# Protocols that name layers name MiniLM's six; the tiny model has two, so their layer numbers are scaled
+# onto it (k=3 of 6 becomes k=1 of 2), keeping distinct choices distinct where two layers allow.
+MINILM_LAYERS, TINY_LAYERS = 6, 2
+
+
+def _scaled(layer: int) -> int:
+    return round(layer * TINY_LAYERS / MINILM_LAYERS)
+
+
+def _tiny_layers(protocol: str, params: dict[str, Any]) -> dict[str, Any]:
+    params = dict(params)
+    if protocol == "reinit_after":
+        params["k"] = _scaled(params.get("k", 0))
+    elif protocol == "probe" and params.get("layer", -1) >= 0:
+        params["layer"] = _scaled(params["layer"])
+    elif protocol == "reinit_layer":
+        params["layer"] = min(_scaled(params.get("layer", 0)), TINY_LAYERS - 1)
+    elif protocol == "reinit_block":
+        size = max(1, _scaled(params.get("size", 3)))
+        params.update(size=size, start=min(_scaled(params.get("start", 0)), TINY_LAYERS - size))
+    return params
 
 
 def _tiny_ref(ref: ModelRef) -> ModelRef:
@@ -29,6 +50,8 @@ def tiny(spec: Any) -> Any:
         extra = {}
         if spec.discipline in NEEDS_VOCABULARY and model == TINY_MODEL:
             model, extra = "minilm", dict(max_length=32)
+        if model == TINY_MODEL and spec.protocol_params:
+            extra["protocol_params"] = _tiny_layers(spec.protocol, dict(spec.protocol_params))
         return spec.replace(model=model, max_steps=4, eval_every=2, train_size="48", precision="fp32", **extra)
     if isinstance(spec, AnalysisSpec):
         examples = min(spec.examples, 8) if spec.examples else 0
@@ -49,3 +72,19 @@ def run_tiny(recipe, store, seeds=(0, 1), budget: str = "quick"):
         if progress(plan, store).ended:
             break
     return plan, results_of(plan, store)
+
+
+def tiny_report(recipe, store):
+    """(plan, results, report) of the whole tiny plan, checked complete: every step finished, every claim
+    measured, and the report's HTML page and CSV export whole."""
+    from labcore.recipes.report import to_csv, to_html, verdict_table
+    from labcore.recipes.verdict import NOT_MEASURED
+
+    plan, results = run_tiny(recipe, store)
+    assert progress(plan, store).ended
+    report = recipe.report(plan, results)
+    assert report.done == report.total == len(plan.steps)
+    assert not [v.claim for _, v in report.claims if v.word == NOT_MEASURED]
+    assert to_html(report).count("class=\"plotly-graph-div\"") == len(report.figures)
+    assert "# verdicts" in to_csv(report, plan, results) and len(verdict_table(report)) == len(report.claims)
+    return plan, results, report

@@ -13,9 +13,9 @@ RECIPES: Registry[Recipe] = Registry("recipe")
 
 
 def _register() -> None:
-    from labcore.recipes import kao
+    from labcore.recipes import fpt, kao, tamkin
 
-    for module in (kao,):
+    for module in (kao, fpt, tamkin):
         RECIPES.register(module.RECIPE.name, module.RECIPE)
 
 

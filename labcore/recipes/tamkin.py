@@ -1,0 +1,341 @@
+"""Tamkin et al. (2020), "Investigating transferability in pretrained language models": partial
+re-initialisation of MiniLM on movie-review sentiment (their SST-2), as one recipe.
+
+Layers are MiniLM's six, numbered 1-6 from the input (Tamkin et al.'s BERT-base has twelve); word and
+position embeddings are never re-initialised, and every model is fine-tuned end to end afterwards.
+
+* Fig. 2 shape: incremental re-initialisation (``reinit_after`` k: layers 1..k keep their pretrained weights,
+  the rest are redrawn; k = 0 keeps only the embeddings, k = 6 is the pretrained model) at 500 and 5,000
+  training examples, with probing accuracy per layer beside it (``probe`` layer l: a linear head on the
+  mean of hidden state l, 0 the embedding output, the body frozen).
+* Fig. 3 shape: localised re-initialisation of blocks of two consecutive layers (Tamkin: three of twelve),
+  each block re-initialised (is it necessary?) or preserved alone (is it sufficient?), with k = 6 and k = 0
+  as the reference lines.
+* Fig. 4 shape: five random orders of the pretrained layers (``permute_layers``), fine-tuned, against the
+  unpermuted pretrained model. As Tamkin et al. use permutation n in their n-th trial, permutation i is
+  trial i (run seed i); the unpermuted model's trials are the recipe's seeds, so the verdict pairs the two
+  by seed where those are the same five trials and uses Welch's interval otherwise.
+
+Intervals are 95 % t-intervals over trials, as the paper's. The quick budget keeps every figure at 500
+examples and cuts the grid (see :data:`CUTS`): k in {0, 3, 6}, the first and last block, probes of
+hidden states 0, 3 and 6, and the quick budget's learning rate and batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import pandas as pd
+
+from labcore.demos import PAPERS
+from labcore.metrics import aggregate
+from labcore.recipes.base import Claim, Plan, Recipe, Step
+from labcore.recipes.report import Report, cell, grid_table, judge, majority_floors, new_report, values_by_seed
+from labcore.recipes.verdict import decide
+from labcore.spec import make_spec
+
+TASK = "text-sentiment"
+LAYERS = 6  # MiniLM's; every layer index below counts these
+MIDDLE = LAYERS // 2
+BLOCK = 2  # layers a localised block spans: a third of MiniLM, as close to Tamkin's 3 of 12 as 6 layers allow
+PERMUTATIONS = 5
+
+
+@dataclass(frozen=True)
+class TamkinBudget:
+    run_budget: str  # the RunSpec budget every run uses
+    sizes: tuple[str, ...]  # training-set sizes of fig. 2
+    main_size: str  # the training-set size of figs. 3 and 4
+    ks: tuple[int, ...]  # reinit_after k of fig. 2 (0 and LAYERS always: the references of figs. 3 and 4)
+    blocks: tuple[int, ...]  # first layers (0-based) of the blocks of fig. 3, each re-initialised and preserved
+    probe_layers: tuple[int, ...]  # hidden states probed (0: the embedding output)
+    probe_size: str  # the probes' training-set size (Tamkin: the full training set)
+    fine_tune: tuple[tuple[str, Any], ...] = ()  # fine-tuning hyper-parameters (none: the run budget's own)
+    small_epochs: float = 0.0  # epochs at 500 examples (Tamkin, appendix E: 5); 0: as the other sizes
+    probe: tuple[tuple[str, Any], ...] = ()  # probe hyper-parameters (none: the run budget's own)
+
+
+BUDGETS = {
+    # quick: 5 epochs of 500 examples, as Tamkin et al. train at that size (batch 16: 160 steps), validated
+    # once, after the last step, as they evaluate the model their epochs end with (a validation of the 1,241
+    # snippets costs a third of the training); 35 runs, probes included (one forward pass over the data, then
+    # a head on cached features)
+    "quick": TamkinBudget("quick", ("500",), "500", (0, MIDDLE, LAYERS), (0, LAYERS - BLOCK), (0, MIDDLE, LAYERS),
+                          "500", (("epochs", 5.0), ("eval_every", 160))),
+    "standard": TamkinBudget("standard", ("500", "5000"), "5000", tuple(range(LAYERS + 1)),
+                             tuple(range(LAYERS - BLOCK + 1)), tuple(range(LAYERS + 1)), "full"),
+    # Tamkin et al.'s own: Adam 2e-5, batch 8, 3 epochs (the "paper" budget of the re-initialising protocols);
+    # 5 epochs at 500 examples; probes with early stopping for at most 40 epochs on the full training set
+    "paper": TamkinBudget("paper", ("500", "5000"), "5000", tuple(range(LAYERS + 1)),
+                          tuple(range(LAYERS - BLOCK + 1)), tuple(range(LAYERS + 1)), "full", (), 5.0,
+                          (("epochs", 40.0), ("patience", 5))),
+}
+CUTS = {
+    "quick": ("MiniLM (6 layers) for BERT-base (12); blocks of 2 layers for Tamkin's 3",
+              "movie-review snippets (Rotten Tomatoes) for SST-2; no QNLI or CoLA",
+              "500 training examples only: no 5,000- or 50,000-example curves, and figs. 3 and 4 at 500 "
+              "examples instead of 5,000",
+              "fig. 2: k in {0, 3, 6} instead of every k; fig. 3: the first and the last block only; probes of "
+              "hidden states 0, 3 and 6 only, trained on the same 500 examples instead of the full set",
+              "fine-tuning at batch 16 with AdamW at 1e-4 (linear decay) instead of Adam at 2e-5 and batch 8, for "
+              "the same 5 epochs",
+              "3 trials (seeds) instead of 50 at 500 examples and 10 for the blocks; 5 permutations instead of 10"),
+    "standard": ("MiniLM for BERT-base; blocks of 2 layers; movie reviews for SST-2, no QNLI or CoLA; no "
+                 "50,000-example curve; the recipe's seeds as trials (Tamkin: 50 at 500 examples, 3 at 5,000, 10 "
+                 "for blocks); 5 permutations instead of 10",),
+    "paper": ("MiniLM for BERT-base; blocks of 2 layers; movie reviews for SST-2, no QNLI or CoLA; no "
+              "50,000-example curve; the recipe's seeds as trials; 5 permutations instead of 10",),
+}
+
+CLAIMS = (
+    Claim("pretrained-layers-help", "Fine-tuning the pretrained model beats fine-tuning it with every layer "
+                                    "re-initialised (k = 12 vs k = 0 in BERT; 6 vs 0 here).", "§2, fig. 2"),
+    Claim("early-layers-transfer", "The early layers, whose features probe near chance, still transfer: keeping "
+                                   "them while re-initialising all others gives large gains over re-initialising "
+                                   "every layer (k = 3 vs k = 0 here).", "§3, fig. 2"),
+    Claim("more-reinit-hurts", "Re-initialising more layers hurts more: re-initialising the later half as well "
+                               "(k = 3) scores below the pretrained model (k = 6).", "§2, fig. 2"),
+    Claim("probing-rises-with-depth", "Probing accuracy is low in the early layers and higher in the later ones: "
+                                      "the last layer's features probe better than the middle layer's.",
+          "§3, fig. 2"),
+    Claim("early-block-necessary", "Earlier layers are generally more helpful for fine-tuning than later ones: "
+                                   "re-initialising the first block costs more than re-initialising the last.",
+          "§4, fig. 3"),
+    Claim("early-block-sufficient", "Earlier layers are generally more helpful: preserving only the first block "
+                                    "(re-initialising the rest) scores above preserving only the last.",
+          "§4, fig. 3"),
+    Claim("permuting-hurts", "Changing the order of the pretrained layers before fine-tuning lowers accuracy "
+                             "significantly: the mean over permutations is below the unpermuted model.",
+          "§5, fig. 4"),
+)
+
+
+def k_name(k: int) -> str:
+    return f"k={k}"
+
+
+def block_name(mode: str, start: int) -> str:
+    return f"{mode} {start + 1}-{start + BLOCK}"  # layers numbered from 1, as the paper's
+
+
+def probe_name(layer: int) -> str:
+    return f"probe layer {layer}"
+
+
+def facet_of(train_size: str) -> str:
+    """The column a training-set size gives: "500 examples", "full training set"."""
+    return f"{int(train_size):,} examples" if train_size.isdigit() else "full training set"
+
+
+PRETRAINED, EMBEDDINGS_ONLY, PERMUTED = k_name(LAYERS), k_name(0), "permuted"
+
+
+def plan(budget_name: str, seeds: tuple[int, ...], adjust: Callable[[Any], Any]) -> Plan:
+    budget = BUDGETS[budget_name]
+
+    def _fine_tune(train_size: str, seed: int, protocol: str, params: dict[str, Any]):
+        values = dict(budget.fine_tune)
+        if train_size == "500" and budget.small_epochs:
+            values["epochs"] = budget.small_epochs
+        return adjust(make_spec(model="minilm", init="pretrained", discipline=TASK, budget=budget.run_budget,
+                                train_size=train_size, protocol=protocol, protocol_params=params, seed=seed,
+                                **values))
+
+    steps: list[Step] = []
+    for size in budget.sizes:
+        for seed in seeds:
+            steps += [Step(_fine_tune(size, seed, "reinit_after", {"k": k}), k_name(k), seed, "fig. 2",
+                           facet_of(size)) for k in budget.ks]
+    for seed in seeds:
+        steps += [Step(adjust(make_spec(model="minilm", init="pretrained", discipline=TASK, budget=budget.run_budget,
+                                        train_size=budget.probe_size, protocol="probe", protocol_params={"layer": l},
+                                        seed=seed, **dict(budget.probe))),
+                       probe_name(l), seed, "fig. 2 probes", facet_of(budget.probe_size)) for l in budget.probe_layers]
+    for seed in seeds:
+        for start in budget.blocks:
+            steps += [Step(_fine_tune(budget.main_size, seed, "reinit_block",
+                                      {"start": start, "size": BLOCK, "mode": mode}),
+                           block_name(mode, start), seed, "fig. 3", facet_of(budget.main_size))
+                      for mode in ("reinit", "preserve")]
+    # Permutation i is trial i: its own run seed, as Tamkin et al. run permutation n in trial n.
+    steps += [Step(_fine_tune(budget.main_size, trial, "permute_layers", {"seed": trial}), PERMUTED, trial, "fig. 4",
+                   facet_of(budget.main_size)) for trial in range(PERMUTATIONS)]
+    return Plan("tamkin", budget_name, seeds, (tuple(steps),), CUTS[budget_name])
+
+
+# ------------------------------------------------------------------------------------------ the report
+
+
+def _interval(values: Sequence[float]) -> tuple[float, float, float] | None:
+    """(mean, low, high) of the 95 % t-interval, None with nothing finished."""
+    if not values:
+        return None
+    agg = aggregate(values)
+    return agg.mean, agg.ci_low, agg.ci_high
+
+
+def _line(fig, xs: Sequence[Any], intervals: Sequence[tuple[float, float, float] | None], *, name: str,
+          colour: str, dash: str = "solid", mode: str = "lines+markers") -> None:
+    import plotly.graph_objects as go
+
+    points = [(x, i) for x, i in zip(xs, intervals) if i is not None]
+    if not points:
+        return
+    fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[i[0] for _, i in points], name=name, mode=mode,
+                             line=dict(color=colour, dash=dash), marker=dict(color=colour),
+                             error_y=dict(type="data", symmetric=False, array=[i[2] - i[0] for _, i in points],
+                                          arrayminus=[i[0] - i[1] for _, i in points], color=colour)))
+
+
+def _reference(fig, interval: tuple[float, float, float] | None, name: str, colour: str) -> None:
+    if interval is not None:
+        fig.add_hline(y=interval[0], line_dash="dash", line_color=colour, annotation_text=name,
+                      annotation_position="top left")
+
+
+def _layout(fig, x_title: str):
+    fig.update_layout(template="plotly_white", height=420, margin=dict(l=50, r=20, t=20, b=40))
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text="test accuracy (mean, 95 % t-interval over trials)")
+    return fig
+
+
+def _of(plan_: Plan, results: Mapping[Step, Any], condition: str, facet: str, part: str) -> list[float]:
+    return list(values_by_seed(plan_, results, condition=condition, facet=facet, part=part).values())
+
+
+def incremental_figure(plan_: Plan, results: Mapping[Step, Any]):
+    """Fig. 2: accuracy against k, a line per training-set size; probing accuracy per layer, dashed."""
+    import plotly.graph_objects as go
+
+    from labcore.figures import BASELINE, PALETTE, PRETRAINED as BLUE
+
+    budget = BUDGETS[plan_.budget]
+    fig = go.Figure()
+    for size, colour in zip(map(facet_of, budget.sizes), (BLUE,) + PALETTE):
+        _line(fig, budget.ks, [_interval(_of(plan_, results, k_name(k), size, "fig. 2")) for k in budget.ks],
+              name=f"fine-tuned on {size}, layers after k re-initialised", colour=colour)
+    probes = facet_of(budget.probe_size)
+    _line(fig, budget.probe_layers, [_interval(_of(plan_, results, probe_name(l), probes, "fig. 2 probes"))
+                                     for l in budget.probe_layers],
+          name=f"probe of hidden state k ({probes})", colour=BASELINE, dash="dash")
+    return _layout(fig, "k: layers kept pretrained (fine-tuning) / hidden state probed (probing)")
+
+
+def block_figure(plan_: Plan, results: Mapping[Step, Any]):
+    """Fig. 3: each block re-initialised and preserved, with k = 6 and k = 0 as reference lines."""
+    import plotly.graph_objects as go
+
+    from labcore.figures import PRETRAINED as BLUE, SCRATCH
+
+    budget = BUDGETS[plan_.budget]
+    size = facet_of(budget.main_size)
+    labels = [f"layers {s + 1}-{s + BLOCK}" for s in budget.blocks]
+    fig = go.Figure()
+    for mode, colour in (("reinit", SCRATCH), ("preserve", BLUE)):
+        _line(fig, labels, [_interval(_of(plan_, results, block_name(mode, s), size, "fig. 3")) for s in budget.blocks],
+              name=f"block {'re-initialised' if mode == 'reinit' else 'preserved'}", colour=colour, mode="markers")
+    _reference(fig, _interval(_of(plan_, results, PRETRAINED, size, "fig. 2")), "pretrained (k = 6)", "#444")
+    _reference(fig, _interval(_of(plan_, results, EMBEDDINGS_ONLY, size, "fig. 2")), "embeddings only (k = 0)",
+               "#999")
+    return _layout(fig, f"block of {BLOCK} layers ({size})")
+
+
+def permutation_figure(plan_: Plan, results: Mapping[Step, Any]):
+    """Fig. 4: each permutation's accuracy, their mean with its interval, and the unpermuted and k = 0 lines."""
+    import plotly.graph_objects as go
+
+    from labcore.figures import PRETRAINED as BLUE
+
+    size = facet_of(BUDGETS[plan_.budget].main_size)
+    trials = values_by_seed(plan_, results, condition=PERMUTED, facet=size, part="fig. 4")
+    fig = go.Figure()
+    if trials:
+        fig.add_trace(go.Scatter(x=[f"permutation {t}" for t in trials], y=list(trials.values()), mode="markers",
+                                 name="one permutation", marker=dict(color=BLUE, size=9)))
+    _line(fig, ["mean"], [_interval(list(trials.values()))], name="mean of the permutations", colour=BLUE,
+          mode="markers")
+    _reference(fig, _interval(_of(plan_, results, PRETRAINED, size, "fig. 2")), "unpermuted (k = 6)", "#444")
+    _reference(fig, _interval(_of(plan_, results, EMBEDDINGS_ONLY, size, "fig. 2")), "embeddings only (k = 0)",
+               "#999")
+    return _layout(fig, f"layer order ({size})")
+
+
+def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
+    out = new_report(RECIPE, plan_, results)
+    claims = {c.id: c for c in CLAIMS}
+    budget = BUDGETS[plan_.budget]
+    main, sizes, probes, fig2 = facet_of(budget.main_size), [facet_of(s) for s in budget.sizes], \
+        facet_of(budget.probe_size), "fig. 2"
+    for claim_id, a, b in (("pretrained-layers-help", PRETRAINED, EMBEDDINGS_ONLY),
+                           ("early-layers-transfer", k_name(MIDDLE), EMBEDDINGS_ONLY),
+                           ("more-reinit-hurts", PRETRAINED, k_name(MIDDLE))):
+        for size in sizes:
+            out.claims.append(judge(claims[claim_id], plan_, results, a, b, facet=size, part=fig2))
+    out.claims.append(judge(claims["probing-rises-with-depth"], plan_, results, probe_name(LAYERS),
+                            probe_name(MIDDLE), facet=probes, part="fig. 2 probes"))
+    first, last = budget.blocks[0], budget.blocks[-1]
+    out.claims.append(judge(claims["early-block-necessary"], plan_, results, block_name("reinit", first),
+                            block_name("reinit", last), direction=-1, facet=main, part="fig. 3"))
+    out.claims.append(judge(claims["early-block-sufficient"], plan_, results, block_name("preserve", first),
+                            block_name("preserve", last), facet=main, part="fig. 3"))
+    # the permutations (trials 0-4) against the unpermuted model's trials (the recipe's seeds)
+    permuted = values_by_seed(plan_, results, condition=PERMUTED, facet=main, part="fig. 4")
+    unpermuted = values_by_seed(plan_, results, condition=PRETRAINED, facet=main, part=fig2)
+    out.claims.append((claims["permuting-hurts"],
+                       decide(f"permuting-hurts/{main}", f"mean of {PERMUTATIONS} permutations on {main}",
+                              f"unpermuted (k = {LAYERS}) on {main}", permuted, unpermuted, direction=-1)))
+
+    ks = [k_name(k) for k in budget.ks]
+    table = grid_table(plan_, results, conditions=ks, facets=sizes, part=fig2, index_name="layers kept (k)")
+    out.tables.append(("Fig. 2 in numbers: test accuracy after re-initialising every layer after k (mean ± std "
+                       "[95 % interval] (n) over trials)", table))
+    out.tables.append(("Fig. 2 in numbers: probing accuracy per hidden state (0: the embedding output)",
+                       grid_table(plan_, results, conditions=[probe_name(l) for l in budget.probe_layers],
+                                  facets=(probes,), part="fig. 2 probes", index_name="probe")))
+    out.tables.append((f"Fig. 3 in numbers: blocks of {BLOCK} layers re-initialised or preserved ({main})",
+                       block_table(plan_, results)))
+    out.tables.append((f"Fig. 4 in numbers: permuted layer orders ({main})",
+                       permutation_table(plan_, results)))
+    out.figures += [("Fig. 2 shape: incremental re-initialisation and probing", incremental_figure(plan_, results)),
+                    ("Fig. 3 shape: localised re-initialisation", block_figure(plan_, results)),
+                    ("Fig. 4 shape: permuted layers", permutation_figure(plan_, results))]
+    floor = majority_floors(plan_, results, (main,)).get(main)
+    if floor is not None:
+        out.notes.append(f"The majority class scores {floor:.3f} on the test set: chance for these figures.")
+    out.notes.append("Tamkin et al.'s figures give no numbers in their text, so none are transcribed here; their "
+                     "one table (correlations of permutations across three tasks) needs tasks this recipe does not "
+                     "run.")
+    return out
+
+
+def block_table(plan_: Plan, results: Mapping[Step, Any]) -> pd.DataFrame:
+    """One row per block: re-initialised and preserved, each a :func:`cell` over trials."""
+    budget = BUDGETS[plan_.budget]
+    size = facet_of(budget.main_size)
+    rows = {f"layers {s + 1}-{s + BLOCK}": {mode: cell(_of(plan_, results, block_name(mode, s), size, "fig. 3"))
+                                            for mode in ("reinit", "preserve")} for s in budget.blocks}
+    frame = pd.DataFrame.from_dict(rows, orient="index", columns=["reinit", "preserve"])
+    frame.index.name = "block"
+    return frame
+
+
+def permutation_table(plan_: Plan, results: Mapping[Step, Any]) -> pd.DataFrame:
+    """The permutations' trials one by one, their mean, and the unpermuted and embeddings-only references."""
+    size = facet_of(BUDGETS[plan_.budget].main_size)
+    trials = values_by_seed(plan_, results, condition=PERMUTED, facet=size, part="fig. 4")
+    rows = {f"permutation {t} (trial {t})": cell([v]) for t, v in sorted(trials.items())}
+    rows["permutations, mean"] = cell(list(trials.values()))
+    rows[f"unpermuted (k = {LAYERS})"] = cell(_of(plan_, results, PRETRAINED, size, "fig. 2"))
+    rows["embeddings only (k = 0)"] = cell(_of(plan_, results, EMBEDDINGS_ONLY, size, "fig. 2"))
+    return pd.DataFrame({"test accuracy": rows}).rename_axis("model")
+
+
+# A quick step on this machine, shared with other work (one free core): a 500-example fine-tune of 96 steps with
+# four validations measured 198 s, so the 160 steps and one validation here take about 190 s, and a probe (one
+# forward pass over the three splits) about 65 s; 26 fine-tunes and 9 probes average 160 s. The engine's figure
+# for two idle cores (labcore.spec.estimate) is 31 s and 12 s: 15.5 minutes for the quick plan.
+RECIPE = Recipe(name="tamkin", title="Tamkin et al.: which pretrained layers transfer?", paper="tamkin",
+                claims=CLAIMS, planner=plan, reporter=report, prior_step_s=160.0)
+assert RECIPE.paper in PAPERS
