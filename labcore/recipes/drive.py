@@ -16,6 +16,7 @@ from typing import Any, Mapping
 from labcore.errors import LabError
 from labcore.jobs import new_job
 from labcore.recipes.base import Plan, Step
+from labcore.recipes.report import wall_seconds
 from labcore.record import RunRecord
 from labcore.store import ACTIVE, STOPPED, TERMINAL
 
@@ -114,22 +115,15 @@ def expected_seconds(plan: Plan, results: Mapping[Step, Any], prior_s: float) ->
     A step not yet run is expected to take the mean measured time of finished steps of its own kind and
     facet, else of its kind, else ``prior_s`` (the recipe's measured figure per step on this machine).
     """
-    def wall(result: Any) -> float | None:
-        if isinstance(result, RunRecord):
-            return result.wall_time_s or None
-        if isinstance(result, dict):
-            return float(result.get("wall_time_s") or 0) or None
-        return None
-
     measured: dict[tuple[str, str], list[float]] = {}
     for step in plan.steps:
-        w = wall(results.get(step))
+        w = wall_seconds(results.get(step))
         if w:
             measured.setdefault((type(step.spec).__name__, step.facet), []).append(w)
             measured.setdefault((type(step.spec).__name__, ""), []).append(w)
     total = left = 0.0
     for step in plan.steps:
-        w = wall(results.get(step))
+        w = wall_seconds(results.get(step))
         if w is None:
             kind = type(step.spec).__name__
             guess = measured.get((kind, step.facet)) or measured.get((kind, ""))
