@@ -13,9 +13,9 @@ RECIPES: Registry[Recipe] = Registry("recipe")
 
 
 def _register() -> None:
-    from labcore.recipes import fpt, kao, tamkin
+    from labcore.recipes import chiang, fpt, kao, tamkin
 
-    for module in (kao, fpt, tamkin):
+    for module in (kao, fpt, chiang, tamkin):
         RECIPES.register(module.RECIPE.name, module.RECIPE)
 
 

@@ -25,6 +25,7 @@ from labcore.errors import LabError
 from labcore.fmt import fmt_duration
 from labcore.jobs import new_job
 from labcore.recipes.base import Plan, Recipe, Step
+from labcore.recipes.report import wall_seconds
 from labcore.record import RunRecord
 from labcore.store import ACTIVE, STOPPED, TERMINAL, QueueCapReached
 
@@ -163,15 +164,6 @@ def advance(plan: Plan, executor: Any, *, priority: str = "sweep", who: str | No
     return progress(plan, store, tuple(errors), held)
 
 
-def wall(result: Any) -> float | None:
-    """The seconds a finished step took (None: not finished, or its time was not recorded)."""
-    if isinstance(result, RunRecord):
-        return result.wall_time_s or None
-    if isinstance(result, dict):  # a pretraining records its time as wall_s
-        return float(result.get("wall_time_s") or result.get("wall_s") or 0) or None
-    return None
-
-
 def expected_seconds(plan: Plan, results: Mapping[Step, Any], prior_s: float) -> tuple[float, float]:
     """(seconds of run time for the whole recipe, seconds still to go), from what its finished steps took.
 
@@ -182,13 +174,13 @@ def expected_seconds(plan: Plan, results: Mapping[Step, Any], prior_s: float) ->
     """
     measured: dict[tuple[str, str], list[float]] = {}
     for step in plan.steps:
-        w = wall(results.get(step))
+        w = wall_seconds(results.get(step))
         if w:
             measured.setdefault((type(step.spec).__name__, step.facet), []).append(w)
             measured.setdefault((type(step.spec).__name__, ""), []).append(w)
     total = left = 0.0
     for step in plan.steps:
-        w = wall(results.get(step))
+        w = wall_seconds(results.get(step))
         if w is None:
             kind = type(step.spec).__name__
             guess = measured.get((kind, step.facet)) or measured.get((kind, ""))
@@ -207,7 +199,7 @@ def expected_of(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -> tupl
 
 def measured_count(results: Mapping[Step, Any]) -> int:
     """How many steps have a measured run time: what :func:`expected_seconds` learnt its times from."""
-    return sum(1 for result in results.values() if wall(result))
+    return sum(1 for result in results.values() if wall_seconds(result))
 
 
 def expected_sentence(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -> str:
@@ -227,4 +219,4 @@ def expected_sentence(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -
 
 
 __all__ = ["ADJUST_VARIABLE", "Progress", "advance", "expected_of", "expected_sentence", "expected_seconds",
-           "measured_count", "named_adjust", "plan_keys", "plan_of", "progress", "results_of", "step_key", "wall"]
+           "measured_count", "named_adjust", "plan_keys", "plan_of", "progress", "results_of", "step_key"]

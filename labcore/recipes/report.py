@@ -107,7 +107,7 @@ def long_table(plan: Plan, results: Results, *, value: Callable[[Any], float | N
         status = result.status if isinstance(result, RunRecord) else ("done" if result is not None else "")
         rows.append(dict(part=step.part, facet=step.facet, condition=step.condition, seed=step.seed,
                          kind=type(step.spec).__name__, status=status or "not finished", value=value(result),
-                         wall_time_s=result.wall_time_s if isinstance(result, RunRecord) else None))
+                         wall_time_s=wall_seconds(result)))
     return pd.DataFrame(rows, columns=["part", "facet", "condition", "seed", "kind", "status", "value", "wall_time_s"])
 
 
@@ -122,12 +122,20 @@ def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, directi
                          direction=direction, metric=metric)
 
 
+def wall_seconds(result: Any) -> float | None:
+    """The wall time a finished job recorded: a run's ``wall_time_s``, a pretraining's ``wall_s`` (its record
+    says so under that name), an analysis's ``wall_time_s`` where it keeps one; None where none is known."""
+    if isinstance(result, RunRecord):
+        return result.wall_time_s or None
+    if isinstance(result, dict):
+        return float(result.get("wall_time_s") or result.get("wall_s") or 0) or None
+    return None
+
+
 def progress_counts(plan: Plan, results: Results) -> tuple[int, int, float]:
     """(finished steps, all steps, their summed wall time in seconds)."""
     done = [results.get(s) for s in plan.steps if results.get(s) is not None]
-    wall = sum(r.wall_time_s for r in done if isinstance(r, RunRecord))
-    wall += sum(float(r.get("wall_time_s", 0) or 0) for r in done if isinstance(r, dict))
-    return len(done), len(plan.steps), wall
+    return len(done), len(plan.steps), sum(wall_seconds(r) or 0.0 for r in done)
 
 
 def new_report(recipe: Any, plan: Plan, results: Results) -> Report:
@@ -241,7 +249,7 @@ def to_html(report: Report) -> str:
 __all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "grid_table", "judge", "long_table",
            "loss_curve_figure", "majority_floors", "new_report",
            "progress_counts", "RULE", "run_value", "summary_line", "to_csv", "to_html", "to_text", "values_by_seed",
-           "verdict_table"]
+           "verdict_table", "wall_seconds"]
 
 
 # ------------------------------------------------------------------------------------------ figures
