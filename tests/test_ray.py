@@ -159,6 +159,28 @@ def test_a_sweep_of_six_tiny_runs_streams_events_in_order_into_the_store(executo
     assert list(record["result"]["variation"]) == [f"run {keys[0][:8]} (fine-tuned)"] and record["node"]
 
 
+@pytest.mark.integration  # the MiniLM vocabulary its corpus is drawn from
+def test_a_pretraining_runs_on_ray_as_runs_do(executor, fetched_assets):
+    from labcore.pretrain.export import lab_folder
+    from labcore.pretrain.spec import PretrainSpec
+
+    store = executor.store
+    shutil.rmtree(lab_folder("test-ray"), ignore_errors=True)  # one an earlier session left may hold another key
+    spec = PretrainSpec(corpus="flat", size="tiny", steps=4, batch_size=8, sequences=128, lr=3e-3, precision="fp32",
+                        name="test-ray")
+    first = executor.submit(spec)
+    assert (first.outcome, first.kind) == ("queued", "pretrain")
+    wait_for("the pretraining", lambda: store.get(first.key)["status"] not in ACTIVE, 120, store)
+    record, events = store.get(first.key), store.events(first.key)
+    assert record["status"] == "done", store.log(first.key)
+    assert record["attempt"] == 1 and record["node"] and record["task_pid"] != os.getpid()
+    assert steps(events) == [1, 2, 3, 4] and "eval" in [e["type"] for e in events]
+    assert events[0]["type"] == "attempt" and events[-1]["type"] == "result"
+    assert record["result"]["name"] == "lab:test-ray" and record["result"]["steps"] == 4
+    assert (lab_folder("test-ray") / "model.safetensors").is_file()  # written by the task, where every node reads
+    assert executor.submit(spec).outcome == "cached"
+
+
 def test_cancel_stops_a_run_at_its_step_and_a_stuck_task_by_ray_cancel(executor):
     store = executor.store
     run = executor.submit(tiny_spec(max_steps=100_000)).key
