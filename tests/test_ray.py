@@ -216,6 +216,47 @@ def test_sigkill_of_a_task_process_shows_dead_and_resume_finishes_it(executor):
     assert steps(events)[-1] == 40
 
 
+def test_tune_sweeps_one_spec_with_asha_each_trial_a_run_in_the_store(executor, tmp_path, capsys):
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed: `pip install -r requirements-ray.txt`")
+    from ray.tune.schedulers import ASHAScheduler
+
+    from labcore import tune
+    from labcore.record import RunRecord
+
+    store = executor.store
+    # One trial at a time, in the grid's order: lr 1e-5 sets the cut of the first rung (step 10), and a trial
+    # below it there is stopped. Enough steps (a tiny run takes ~10 ms a step) that the stop, which reaches
+    # the run about a second after its evaluation, comes before its end.
+    STEPS = 400
+    outcome = tune.tune_runs(tiny_spec(max_steps=STEPS, eval_every=10), {"lr": ("grid_search", (1e-5, 1e-3, 1e-2))},
+                             store=store, executor="ray", autostart=False, name="tune-test", storage=tmp_path / "tune",
+                             settings=tune.AshaSettings(grace_steps=10, reduction_factor=2, concurrent=1))
+    assert isinstance(outcome.scheduler, ASHAScheduler)
+    assert len(outcome.grid) == 3 and not outcome.grid.errors
+    assert (outcome.experiment.parent == tmp_path / "tune") and outcome.experiment.is_dir()  # Tune's own files
+
+    runs = store.runs(group="tune-test")
+    assert [r["spec"]["lr"] for r in runs] == [1e-5, 1e-3, 1e-2]
+    for record in runs:
+        events, result = store.events(record["key"]), RunRecord.from_dict(record["result"])
+        assert record["node"] and events[0]["type"] == "attempt" and events[-1]["type"] == "result"
+        evaluated = [e["step"] for e in events if e["type"] == "eval"]
+        if tune.stopped_early(record):  # stopped early, and recorded so: cancelled short of its steps, never done
+            [stop] = [e["stopped_at"] for e in events if e.get("source") == "tune"]
+            assert stop in evaluated and stop < STEPS and record["cancelled_by"] == tune.STOPPED_BY
+            assert result.status == "cancelled" and stop <= result.steps_done < result.total_steps == STEPS
+        else:
+            assert record["status"] == "done" and result.steps_done == result.total_steps == STEPS
+            assert evaluated == list(range(10, STEPS + 1, 10))
+    saved = tune.savings(runs)
+    assert (saved.trials, saved.done + saved.stopped) == (3, 3) and saved.stopped >= 1 and saved.steps_saved > 0
+    done = [RunRecord.from_dict(r["result"]) for r in runs if r["status"] == "done"]
+    best = max(done, key=lambda r: r.validation[r.metric])
+    assert outcome.best == {"key": best.key, "config": {"lr": best.spec["lr"]}, "validation": best.validation[best.metric],
+                            "metric": best.metric}
+    assert capsys.readouterr().err.count("stopped early by ASHA") == saved.stopped  # the progress lines
+
+
 def test_a_job_no_node_can_run_is_refused_at_submit_with_the_cluster_in_the_message(executor):
     with pytest.raises(LabError, match=r"asks for 1 CPU, 8 GPU.*2 CPU, 0 GPU"):
         executor.submit(GreedySpec(gpus=8))
