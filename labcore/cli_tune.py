@@ -59,7 +59,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
           f"runs' own speeds)")
     best = outcome.best
     if best:
-        values = ", ".join(f"{k}={v}" for k, v in best["config"].items())
+        values = ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in best["config"].items())
         print(f"best: {values}: validation {best['metric']} {best['validation']:.4f} (run {best['key'][:12]})")
     else:
         print("best: none (no trial's run trained to its last step)", file=sys.stderr)

@@ -48,6 +48,7 @@ STEP = "step"  # ASHA's time: the training step of an evaluation
 METRIC = "validation"  # the discipline's validation metric, higher is better for every discipline
 STOPPED_BY = "ASHA (Ray Tune)"  # who cancelled a run ASHA stopped early (the Runs page: "cancelled by …")
 TRIAL_CPUS = 0.01  # a trial only follows its run in the store; the run asks the executor for its own
+SETTLE_S = 600.0  # how long a sweep waits, at its end, for its stopped runs to record their results
 DOMAINS: dict[str, Callable[..., Any]] = {"uniform": tune.uniform, "loguniform": tune.loguniform,
                                          "grid_search": lambda values: tune.grid_search(list(values))}
 
@@ -228,7 +229,7 @@ def tune_runs(base: RunSpec, searched: dict[str, tuple[Any, ...]], *, store: Sto
             run_config=tune.RunConfig(name=name, storage_path=str(storage), verbose=0,
                                       callbacks=[_Progress(fixed, list(searched), str(store.root))]))
         _say(f"tune {name}: ASHA over {', '.join(searched)}, {max_t:,} steps a trial, first rung at step {grace:,}, "
-            f"reduction factor {settings.reduction_factor:g}; {max(1, slots)} trial(s) at once")
+             f"reduction factor {settings.reduction_factor:g}; {max(1, slots)} trial(s) at once")
         try:
             grid = tuner.fit()
         finally:
@@ -264,15 +265,16 @@ def _rungs(base: RunSpec, searched: dict[str, tuple[Any, ...]], settings: AshaSe
     return max_t, grace
 
 
-def _settle(store: Store, name: str, timeout_s: float | None = None) -> None:
+def _settle(store: Store, name: str) -> None:
     """After Tune: cancel the runs no trial follows any more (the sweep was interrupted, a trial failed), then
-    wait until every run of the sweep has ended, so their records are final."""
+    wait until every run of the sweep has ended, so their records are final. (A stopped run checkpoints, then
+    tests its best checkpoint on validation and test: on a busy CPU that takes a minute or more.)"""
     keys = store.group(name)["keys"]
     for key in keys:
         record = store.get(key) or {}
         if record.get("status") in ACTIVE and not record.get("cancel_requested"):
             store.cancel(key, "Ray Tune (the sweep ended before this trial did)")
-    deadline = time.time() + (timeout_s or store.settings.stop_timeout_s)
+    deadline = time.time() + SETTLE_S
     while time.time() < deadline and any((store.get(k) or {}).get("status") in ACTIVE for k in keys):
         time.sleep(store.settings.poll_every_s)
 
