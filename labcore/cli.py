@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from labcore import cli_analyze, cli_recipe, cli_worker
+from labcore import cli_analyze, cli_recipe, cli_tune, cli_worker
 from labcore.cli_args import key_values, add_spec_arguments, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
 from labcore.events import describe
@@ -226,6 +226,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_run)
 
     cli_analyze.add_arguments(sub)
+    cli_tune.add_arguments(sub)
 
     p = sub.add_parser("sweep", help="run the product of comma-separated values; print a comparison table")
     add_spec_arguments(p)

@@ -1,6 +1,7 @@
-"""The spec flags shared by ``run``, ``sweep`` and ``submit``: one flag per RunSpec field (``--model``,
-``--init``, ``--lr`` …), ``--dparam k=v`` and ``--pparam k=v`` for discipline and protocol parameters.
-In a sweep any flag takes a comma list and the sweep is their product."""
+"""The spec flags shared by ``run``, ``sweep``, ``submit`` and ``tune``: one flag per RunSpec field
+(``--model``, ``--init``, ``--lr`` …), ``--dparam k=v`` and ``--pparam k=v`` for discipline and protocol
+parameters. In a sweep any flag takes a comma list and the sweep is their product; in ``tune`` a number flag
+also takes a range to sample, ``LOW:HIGH`` or ``LOW:HIGH:log``."""
 
 from __future__ import annotations
 
@@ -111,6 +112,11 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     return _make_spec(**values)
 
 
+def _options(name: str, text: Any) -> list[Any]:
+    """A flag's comma-separated values, each converted to the field's type."""
+    return [_convert(name, v) for v in str(text).split(",")]
+
+
 def specs_from_sweep_args(args: argparse.Namespace) -> list[RunSpec]:
     """The cartesian product of every comma-separated flag (and --seeds)."""
     values = _spec_values(args)
@@ -119,9 +125,49 @@ def specs_from_sweep_args(args: argparse.Namespace) -> list[RunSpec]:
     lists: list[tuple[str, list[Any]]] = []
     for f in _SPEC_FIELDS:
         if f.name in values:
-            lists.append((f.name, [_convert(f.name, v) for v in str(values[f.name]).split(",")]))
+            lists.append((f.name, _options(f.name, values[f.name])))
     specs = [dict(discipline_params=values["discipline_params"], protocol_params=values["protocol_params"],
                   mapping_table=values.get("mapping_table", ()))]
     for name, options in lists:
         specs = [{**s, name: option} for s in specs for option in options]
     return [_make_spec(**s) for s in specs]
+
+
+RANGE_FORM = "LOW:HIGH (uniform) or LOW:HIGH:log (log-uniform)"
+
+
+def search_from_args(args: argparse.Namespace) -> tuple[RunSpec, dict[str, tuple[Any, ...]]]:
+    """A hyper-parameter search space from the spec flags, in Ray Tune's words, and the spec it varies.
+
+    ``--lr 1e-5:1e-3:log`` samples a number field log-uniformly (``("loguniform", low, high)``),
+    ``--warmup-ratio 0:0.1`` uniformly (``("uniform", low, high)``), and ``--warmup-ratio 0,0.06,0.1`` tries
+    each value (``("grid_search", values)``, as a sweep's comma list does); every other flag is fixed in the
+    returned spec. Each range's ends and each listed value are checked as a spec before anything runs.
+    """
+    values = _spec_values(args)
+    searched: dict[str, tuple[Any, ...]] = {}
+    for f in _SPEC_FIELDS:
+        text = str(values.get(f.name, ""))
+        flag = f"--{f.name.replace('_', '-')}"
+        if ":" in text and "float" in str(f.type):
+            low, high, *log = text.split(":")
+            if log not in ([], ["log"]):
+                raise LabError(f"{flag}: {text!r} is not a range; write {RANGE_FORM}")
+            low, high = _convert(f.name, low), _convert(f.name, high)
+            if not low < high or (log and low <= 0):
+                raise LabError(f"{flag}: the range {text!r} must run from a lower to a higher value"
+                               + (", both above 0 on a log scale" if log else ""))
+            searched[f.name] = ("loguniform" if log else "uniform", low, high)
+        elif "," in text:
+            searched[f.name] = ("grid_search", tuple(_options(f.name, text)))
+        else:
+            continue
+        del values[f.name]
+    for f in _SPEC_FIELDS:
+        if f.name in values:
+            values[f.name] = _convert(f.name, values[f.name])
+    base = _make_spec(**values)
+    for name, (how, *rest) in searched.items():
+        for value in rest[0] if how == "grid_search" else rest:
+            _make_spec(**{**values, name: value})
+    return base, searched

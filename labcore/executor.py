@@ -63,6 +63,9 @@ class Executor(Protocol):
     def ensure_workers(self) -> list[int]:
         """Make sure something will run queued jobs (local: start worker processes; a cluster: no-op)."""
 
+    def slots(self, resources: dict[str, float]) -> int:
+        """How many jobs asking for ``resources`` (``Resources.to_dict()``) run at the same time."""
+
 
 class _StoreExecutor:
     """What every executor does the same way, because it only reads and writes the store."""
@@ -190,6 +193,9 @@ class LocalExecutor(_StoreExecutor):
     def alive_workers(self) -> list[dict[str, Any]]:
         return self.store.workers(alive_only=True, role="worker")
 
+    def slots(self, resources: dict[str, float]) -> int:
+        return self.workers  # a local worker runs one job at a time, whatever it asks for
+
 
 
 class RayExecutor(LocalExecutor):
@@ -266,6 +272,10 @@ class RayExecutor(LocalExecutor):
                 raise LabError(f"this {job.kind} job ({job.label or job.key}) asks for {need.describe()} and no node "
                                f"of the Ray cluster has that — nodes: {have or 'none alive'}. Ask for less "
                                f"(TRANSFERLAB_RUN_GPUS for runs) or add a node that has it")
+
+    def slots(self, resources: dict[str, float]) -> int:
+        need = jobs.Resources.from_dict(resources)
+        return sum(need.copies(node["resources"]) for node in self.cluster()["nodes"])
 
     def _start_missing_workers(self) -> list[int]:
         """Start the Ray executor process unless one is alive on this store."""

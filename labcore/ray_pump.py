@@ -72,6 +72,25 @@ class RaySettings:
     temp_dir: str = os.environ.get("TRANSFERLAB_RAY_TMP", f"/tmp/tl-ray-{os.getuid()}")
 
 
+def connect(address: str, *, temp_dir: str, local_cpus: int = 0) -> bool:
+    """Join the Ray cluster at ``address``, or start one of this machine's own (``local_cpus`` CPUs, 0: all;
+    dashboard off; session folder ``temp_dir``), unless this process is connected already. True when this
+    call connected: the caller then shuts Ray down when it is done with it."""
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    if ray.is_initialized():
+        return False
+    # Tasks and actors import the lab: they find this checkout (on a shared path, the same on every node).
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (str(paths.REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
+           "TRANSFERLAB_CACHE": str(paths.cache_dir()), "RAY_USAGE_STATS_ENABLED": "0"}
+    options: dict[str, Any] = dict(runtime_env={"env_vars": env}, log_to_driver=False, include_dashboard=False)
+    if address:
+        ray.init(address=address, **options)
+    else:
+        Path(temp_dir).mkdir(parents=True, exist_ok=True)
+        ray.init(address="local", num_cpus=local_cpus or os.cpu_count(), _temp_dir=temp_dir, **options)
+    return True
+
+
 def stop_file(workdir: Path, attempt: int) -> Path:
     """The file that asks a running attempt to stop; it holds the reason (``cancelled``/``interrupted``)."""
     return workdir / f".stop-{attempt}"
@@ -179,21 +198,8 @@ class RayPump:
     # ------------------------------------------------------------------------------- the cluster
     def connect(self) -> None:
         """Join ``address``, or start a cluster of this machine's own (dashboard off), unless Ray is up."""
-        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-        if ray.is_initialized():
-            return
-        # Tasks import the lab: they find this checkout (on a shared path, the same on every node).
-        env = {"PYTHONPATH": os.pathsep.join(p for p in (str(paths.REPO_ROOT), os.environ.get("PYTHONPATH", "")) if p),
-               "TRANSFERLAB_CACHE": str(paths.cache_dir()), "RAY_USAGE_STATS_ENABLED": "0"}
-        options: dict[str, Any] = dict(runtime_env={"env_vars": env}, log_to_driver=False,
-                                       include_dashboard=False)
-        if self.address:
-            ray.init(address=self.address, **options)
-        else:
-            Path(self.settings.temp_dir).mkdir(parents=True, exist_ok=True)
-            ray.init(address="local", num_cpus=self.settings.local_cpus or os.cpu_count(),
-                     _temp_dir=self.settings.temp_dir, **options)
-        self.owns_ray = True
+        if connect(self.address, temp_dir=self.settings.temp_dir, local_cpus=self.settings.local_cpus):
+            self.owns_ray = True
 
     def nodes(self) -> list[dict[str, Any]]:
         """The alive nodes: id, host name, address and total resources (CPU, GPU, memory in bytes)."""

@@ -26,6 +26,15 @@ REFUSED = [
     (["--protocol", "fulll"], ["unknown protocol 'fulll'", "valid names: full"]),
     (["--protocol", "probe", "--pparam", "layr=1"], ["protocol 'probe' has no parameter(s) layr"]),
 ]
+# What only `tune` reads: ranges of number flags (LOW:HIGH[:log]) and lists, each value checked as a spec.
+TUNE_REFUSED = [
+    (["--lr", "1e-3:1e-5:log"], ["--lr", "'1e-3:1e-5:log'", "from a lower to a higher value"]),
+    (["--lr", "0:1e-3:log"], ["--lr", "above 0 on a log scale"]),
+    (["--lr", "1e-5:1e-3:ln"], ["--lr", "'1e-5:1e-3:ln' is not a range", "LOW:HIGH:log"]),
+    (["--lr=-1:1e-3"], ["--lr", "positive"]),
+    (["--warmup-ratio", "0,x"], ["--warmup-ratio", "'x' is not a valid value"]),
+    (["--batch-size", "16,0", "--lr", "1e-5:1e-3:log"], ["--batch-size", "positive"]),
+]
 
 _PROBE = """
 import contextlib, io, json, sys
@@ -35,7 +44,7 @@ for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         rc = cli.main(argv)
-    loaded = sorted(m for m in ("torch", "transformers", "datasets") if m in sys.modules)
+    loaded = sorted(m for m in ("torch", "transformers", "datasets", "ray") if m in sys.modules)
     out.append({"rc": rc, "stderr": err.getvalue(), "loaded": loaded})
 print(json.dumps(out))
 """
@@ -43,17 +52,33 @@ print(json.dumps(out))
 
 def test_bad_flags_are_refused_before_anything_loads():
     base = ["run", "--model", "tiny:bert", "--discipline", "bits-xor", "--precision", "fp32"]
-    for sub in (["run"], ["sweep"]):
-        argvs = [sub + base[1:] + flags for flags, _ in REFUSED]
+    for sub, cases in ((["run"], REFUSED), (["sweep"], REFUSED), (["tune"], REFUSED + TUNE_REFUSED)):
+        argvs = [sub + base[1:] + flags for flags, _ in cases]
         done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(argvs)], capture_output=True, text=True,
                               timeout=60)
         assert done.returncode == 0, done.stderr
-        for (flags, needles), result in zip(REFUSED, json.loads(done.stdout)):
+        for (flags, needles), result in zip(cases, json.loads(done.stdout)):
             assert result["rc"] == 2, (flags, result)
             assert result["stderr"].startswith("error: "), (flags, result)
             for needle in needles:
                 assert needle in result["stderr"], (flags, needle, result["stderr"])
-            assert result["loaded"] == [], (flags, result)  # refused before any model or data library loads
+            # refused before any model or data library (or Ray) loads
+            assert result["loaded"] == [], (flags, result)
+
+
+def test_tune_flags_are_a_search_space_in_ray_tunes_words_around_a_fixed_spec():
+    from labcore.cli import build_parser
+    from labcore.cli_args import search_from_args
+
+    args = build_parser().parse_args(["tune", "--model", "tiny:bert", "--discipline", "bits-xor", "--max-steps", "200",
+                                      "--lr", "1e-5:1e-3:log", "--warmup-ratio", "0,0.06,0.1",
+                                      "--weight-decay", "0:0.1", "--batch-size", "16,32"])
+    base, searched = search_from_args(args)
+    assert searched == {"lr": ("loguniform", 1e-5, 1e-3), "warmup_ratio": ("grid_search", (0.0, 0.06, 0.1)),
+                        "weight_decay": ("uniform", 0.0, 0.1), "batch_size": ("grid_search", (16, 32))}
+    assert (base.model, base.max_steps, base.lr, base.warmup_ratio) == ("tiny:bert", 200, None, None)
+    # A model name holds a colon: only number flags read LOW:HIGH as a range.
+    assert search_from_args(build_parser().parse_args(["tune", "--model", "tiny:bert"]))[1] == {}
 
 
 @pytest.mark.parametrize("values,needle", [

@@ -159,6 +159,28 @@ def test_a_sweep_of_six_tiny_runs_streams_events_in_order_into_the_store(executo
     assert list(record["result"]["variation"]) == [f"run {keys[0][:8]} (fine-tuned)"] and record["node"]
 
 
+@pytest.mark.integration  # the MiniLM vocabulary its corpus is drawn from
+def test_a_pretraining_runs_on_ray_as_runs_do(executor, fetched_assets):
+    from labcore.pretrain.export import lab_folder
+    from labcore.pretrain.spec import PretrainSpec
+
+    store = executor.store
+    shutil.rmtree(lab_folder("test-ray"), ignore_errors=True)  # one an earlier session left may hold another key
+    spec = PretrainSpec(corpus="flat", size="tiny", steps=4, batch_size=8, sequences=128, lr=3e-3, precision="fp32",
+                        name="test-ray")
+    first = executor.submit(spec)
+    assert (first.outcome, first.kind) == ("queued", "pretrain")
+    wait_for("the pretraining", lambda: store.get(first.key)["status"] not in ACTIVE, 120, store)
+    record, events = store.get(first.key), store.events(first.key)
+    assert record["status"] == "done", store.log(first.key)
+    assert record["attempt"] == 1 and record["node"] and record["task_pid"] != os.getpid()
+    assert steps(events) == [1, 2, 3, 4] and "eval" in [e["type"] for e in events]
+    assert events[0]["type"] == "attempt" and events[-1]["type"] == "result"
+    assert record["result"]["name"] == "lab:test-ray" and record["result"]["steps"] == 4
+    assert (lab_folder("test-ray") / "model.safetensors").is_file()  # written by the task, where every node reads
+    assert executor.submit(spec).outcome == "cached"
+
+
 def test_cancel_stops_a_run_at_its_step_and_a_stuck_task_by_ray_cancel(executor):
     store = executor.store
     run = executor.submit(tiny_spec(max_steps=100_000)).key
@@ -192,6 +214,47 @@ def test_sigkill_of_a_task_process_shows_dead_and_resume_finishes_it(executor):
     attempts = [e for e in events if e["type"] == "attempt"]
     assert [a["resume"] for a in attempts] == [False, True]
     assert steps(events)[-1] == 40
+
+
+def test_tune_sweeps_one_spec_with_asha_each_trial_a_run_in_the_store(executor, tmp_path, capsys):
+    pytest.importorskip("ray.tune", reason="Ray Tune is not installed: `pip install -r requirements-ray.txt`")
+    from ray.tune.schedulers import ASHAScheduler
+
+    from labcore import tune
+    from labcore.record import RunRecord
+
+    store = executor.store
+    # One trial at a time, in the grid's order: lr 1e-5 sets the cut of the first rung (step 10), and a trial
+    # below it there is stopped. Enough steps (a tiny run takes ~10 ms a step) that the stop, which reaches
+    # the run about a second after its evaluation, comes before its end.
+    STEPS = 400
+    outcome = tune.tune_runs(tiny_spec(max_steps=STEPS, eval_every=10), {"lr": ("grid_search", (1e-5, 1e-3, 1e-2))},
+                             store=store, executor="ray", autostart=False, name="tune-test", storage=tmp_path / "tune",
+                             settings=tune.AshaSettings(grace_steps=10, reduction_factor=2, concurrent=1))
+    assert isinstance(outcome.scheduler, ASHAScheduler)
+    assert len(outcome.grid) == 3 and not outcome.grid.errors
+    assert (outcome.experiment.parent == tmp_path / "tune") and outcome.experiment.is_dir()  # Tune's own files
+
+    runs = store.runs(group="tune-test")
+    assert [r["spec"]["lr"] for r in runs] == [1e-5, 1e-3, 1e-2]
+    for record in runs:
+        events, result = store.events(record["key"]), RunRecord.from_dict(record["result"])
+        assert record["node"] and events[0]["type"] == "attempt" and events[-1]["type"] == "result"
+        evaluated = [e["step"] for e in events if e["type"] == "eval"]
+        if tune.stopped_early(record):  # stopped early, and recorded so: cancelled short of its steps, never done
+            [stop] = [e["stopped_at"] for e in events if e.get("source") == "tune"]
+            assert stop in evaluated and stop < STEPS and record["cancelled_by"] == tune.STOPPED_BY
+            assert result.status == "cancelled" and stop <= result.steps_done < result.total_steps == STEPS
+        else:
+            assert record["status"] == "done" and result.steps_done == result.total_steps == STEPS
+            assert evaluated == list(range(10, STEPS + 1, 10))
+    saved = tune.savings(runs)
+    assert (saved.trials, saved.done + saved.stopped) == (3, 3) and saved.stopped >= 1 and saved.steps_saved > 0
+    done = [RunRecord.from_dict(r["result"]) for r in runs if r["status"] == "done"]
+    best = max(done, key=lambda r: r.validation[r.metric])
+    assert outcome.best == {"key": best.key, "config": {"lr": best.spec["lr"]}, "validation": best.validation[best.metric],
+                            "metric": best.metric}
+    assert capsys.readouterr().err.count("stopped early by ASHA") == saved.stopped  # the progress lines
 
 
 def test_a_job_no_node_can_run_is_refused_at_submit_with_the_cluster_in_the_message(executor):

@@ -70,6 +70,13 @@ class Resources:
         return (node.get("CPU", 0.0) >= self.num_cpus and node.get("GPU", 0.0) >= self.num_gpus
                 and node.get("memory", 0.0) >= self.memory_mb * 2**20)
 
+    def copies(self, node: dict[str, float]) -> int:
+        """How many jobs asking for these resources a node with these totals runs at once (one CPU each
+        where they ask for nothing)."""
+        asked = [(node.get("CPU", 0.0), self.num_cpus or 1.0), (node.get("GPU", 0.0), self.num_gpus),
+                 (node.get("memory", 0.0), self.memory_mb * 2**20)]
+        return int(min(have / need for have, need in asked if need > 0))
+
     def describe(self) -> str:
         parts = [f"{self.num_cpus:g} CPU", f"{self.num_gpus:g} GPU"]
         if self.memory_mb:
