@@ -202,7 +202,16 @@ class Cell:
         params = spec.get("discipline_params") or {}
         return LogMESpec(models=(ModelRef(self.model, "pretrained"), ModelRef(self.model, "random")),
                          discipline=self.discipline, examples=LOGME_EXAMPLES,
-                         discipline_params=tuple(sorted(params.items())), max_length=int(spec.get("max_length") or 0))
+                         discipline_params=_frozen_params(params), max_length=int(spec.get("max_length") or 0))
+
+
+def _frozen_params(params: Mapping[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """A run's recorded discipline parameters as a spec's sorted pairs; JSON lists back to tuples, so the
+    LogME spec hashes (music's composers are a list in the record)."""
+    def freeze(value: Any) -> Any:
+        return tuple(freeze(v) for v in value) if isinstance(value, list) else value
+
+    return tuple(sorted((str(k), freeze(v)) for k, v in params.items()))
 
 
 @dataclass(frozen=True)

@@ -315,3 +315,11 @@ def test_the_page_imports_no_torch(lab):
                           timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == "NO-TORCH"
+
+
+def test_a_cells_logme_spec_hashes_with_list_parameters_from_a_record():
+    from labcore.jobs.analyses import LogMESpec
+
+    params = atlas._frozen_params({"composers": ["Bach", "Palestrina"], "window": 128})
+    assert params == (("composers", ("Bach", "Palestrina")), ("window", 128))
+    assert hash(LogMESpec(discipline="music-composer", discipline_params=params))
