@@ -1,14 +1,28 @@
-"""The optimal-transport dataset distance (ORCA's alignment objective), on constructed data."""
+"""ORCA's align-then-refine: the OTDD, the embedder output it compares, and the protocol's alignment stage.
+
+The maths on constructed data (no model); the stage through the real engine on a tiny random BERT, with the
+lab's text discipline as the source.
+"""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pytest
 import torch
 
 from labcore import otdd
+from labcore.errors import LabError
+from labcore.events import curves_from_events, describe
+from labcore.protocols import PROTOCOLS, parse_protocol_params
+from labcore.record import RunRecord
+from labcore.run import iter_run, run
+from labcore.spec import make_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+TINY_LISTOPS = {"n_train": 96, "n_validation": 32, "n_test": 32, "max_length": 40}
 
 
 def blobs(n: int = 90, dim: int = 12, classes: int = 3, seed: int = 0) -> tuple[torch.Tensor, np.ndarray]:
@@ -99,3 +113,94 @@ def test_class_ids_for_bit_vectors_and_regression_targets():
     assert otdd.class_ids(np.array([2, 0, 1])).tolist() == [2, 0, 1]
     targets = np.linspace(0.0, 1.0, 100, dtype=np.float32)
     assert np.bincount(otdd.class_ids(targets)).tolist() == [25, 25, 25, 25]
+
+
+# ------------------------------------------------------------------------------------------- the embedder
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "albert", "gpt2", "llama"])
+def test_the_first_block_input_is_hidden_state_zero(family):
+    from labcore.models import build_lab_model
+
+    model = build_lab_model(f"tiny:{family}", adapter="vocab", num_outputs=2).eval()
+    ids = torch.randint(5, 40, (3, 7), generator=torch.Generator().manual_seed(0))
+    mask = torch.ones(3, 7, dtype=torch.long)
+    mask[0, 5:] = 0
+    with torch.no_grad():
+        assert torch.equal(model.first_block_input(model.adapter(ids), mask), model.hidden_states(ids, mask)[0])
+
+
+# ------------------------------------------------------------------------------------------- the protocol
+
+
+def test_align_refine_parameters_are_checked_when_parsed():
+    assert parse_protocol_params("align_refine").align_steps > 0
+    for values, message in (({"align_steps": -1}, "align_steps must be 0"), ({"align_lr": 0.0}, "align_lr"),
+                            ({"examples": 2}, "examples must be at least"),
+                            ({"distance": "mmd"}, "valid distances: otdd")):
+        with pytest.raises(LabError, match=message):
+            parse_protocol_params("align_refine", values)
+    assert PROTOCOLS["align_refine"].stage is not None and PROTOCOLS["full"].stage is None
+
+
+def _spec(**changes):
+    values = dict(model="tiny:bert", discipline="listops", discipline_params=TINY_LISTOPS, max_steps=6,
+                  eval_every=3, precision="fp32", batch_size=16)
+    values.update(changes)
+    return make_spec(**values)
+
+
+def _aligned(steps: int, **changes):
+    return _spec(protocol="align_refine", protocol_params={"align_steps": steps, "examples": 32}, **changes)
+
+
+@pytest.mark.integration  # the source is the lab's text discipline, a fetched asset
+def test_no_alignment_trains_the_same_weights_as_full(tmp_path, fetched_assets):
+    from safetensors.torch import load_file
+
+    records, weights = [], []
+    for name, spec in (("full", _spec(deterministic=True)), ("aligned", _aligned(0, deterministic=True))):
+        records.append(run(spec, workdir=tmp_path / name, threads=1))
+        weights.append(load_file(str(tmp_path / name / "best.safetensors")))
+    assert weights[0].keys() == weights[1].keys()
+    assert all(torch.equal(weights[0][n], weights[1][n]) for n in weights[0])
+    full, aligned = records
+    assert full.test == aligned.test and full.train_loss == aligned.train_loss
+    assert not full.stage
+    assert aligned.stage["steps_done"] == 0 and aligned.stage["before"] == aligned.stage["after"] > 0
+    assert any("trains exactly as full" in note for note in aligned.notes)
+
+
+@pytest.mark.integration
+def test_the_alignment_streams_its_curve_and_the_record_keeps_the_distance_before_and_after(tmp_path,
+                                                                                            fetched_assets):
+    events = list(iter_run(_aligned(6), workdir=tmp_path))
+    kinds = [e["type"] for e in events]
+    stage = [e for e in events if e["type"] == "stage_step"]
+    assert [e["step"] for e in stage] == [1, 2, 3, 4, 5, 6]
+    assert kinds.index("start") > kinds.index("stage_step")  # the alignment curve comes before training's
+    assert describe(stage[0]).startswith("align 1/6  otdd ")
+    assert [p[0] for p in curves_from_events(events)["align_otdd"]] == [1, 2, 3, 4, 5, 6]
+    record = RunRecord.from_dict(events[-1]["record"])
+    assert record.stage["name"] == "align" and record.stage["source"] == "text-sentiment"
+    assert record.stage["after"] < record.stage["before"]  # six steps already bring the data closer to text
+    assert [p[1] for p in record.stage["curve"]] == [e["value"] for e in stage]
+    assert any(note.startswith("align: OTDD approximated: mean of the embedder outputs") for note in record.notes)
+    assert json.loads((tmp_path / "stage.json").read_text())["after"] == record.stage["after"]
+    assert RunRecord.from_json(record.to_json()) == record
+
+
+@pytest.mark.integration
+def test_a_resumed_run_keeps_its_alignment_instead_of_aligning_again(tmp_path, fetched_assets):
+    calls = []
+
+    def stop_after_two_training_steps():  # the stage asks once per alignment step, the loop once per step
+        calls.append(1)
+        return "cancelled" if len(calls) == 3 + 2 else None
+
+    first = list(iter_run(_aligned(3), workdir=tmp_path, should_stop=stop_after_two_training_steps))
+    assert first[-1]["record"]["status"] == "cancelled"
+    second = list(iter_run(_aligned(3), workdir=tmp_path, resume=True))
+    assert not [e for e in second if e["type"] == "stage_step"]
+    assert second[-1]["record"]["status"] == "done"
+    assert second[-1]["record"]["stage"] == first[-1]["record"]["stage"]
