@@ -204,3 +204,45 @@ def test_a_resumed_run_keeps_its_alignment_instead_of_aligning_again(tmp_path, f
     assert not [e for e in second if e["type"] == "stage_step"]
     assert second[-1]["record"]["status"] == "done"
     assert second[-1]["record"]["stage"] == first[-1]["record"]["stage"]
+
+
+def test_compare_lists_the_alignment_distance_beside_the_test_metric():
+    from labcore.compare import alignment_table
+
+    aligned = RunRecord(key="a" * 20, spec={"seed": 1}, status="done", metric="accuracy", test={"accuracy": 0.9},
+                        val_curve=[[1, 0.9]], best_step=1,
+                        stage={"name": "align", "distance": "otdd", "source": "text-sentiment", "before": 7.0,
+                               "after": 2.5, "steps_done": 4, "seconds": 1.5})
+    plain = RunRecord(key="b" * 20, spec={"seed": 1}, status="done", metric="accuracy", test={"accuracy": 0.8})
+    table = alignment_table([aligned, plain])
+    assert table.to_dict("records") == [{"run": "a" * 12, "seed": 1, "metric": "accuracy", "test": 0.9,
+                                          "distance": "otdd to text-sentiment", "before": 7.0, "after": 2.5,
+                                          "steps": 4, "seconds": 1.5}]
+    assert alignment_table([plain]).empty
+
+
+@pytest.mark.integration
+def test_the_compare_page_shows_the_alignment_distance_of_an_aligned_run(tmp_path, monkeypatch, fetched_assets):
+    from streamlit.testing.v1 import AppTest
+
+    from labcore import paths
+    from labcore.executor import LocalExecutor
+    from labcore.store import open_store
+    from labcore.worker import Worker
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "assets").symlink_to(paths.assets_dir())  # the fetched text source, under a store of the test's own
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(cache))
+    store = open_store()
+    key = LocalExecutor(store, autostart=False).submit(_aligned(3)).key
+    Worker(store, exit_when_idle=True).serve()
+    assert store.get(key)["status"] == "done", store.log(key)
+    at = AppTest.from_file(str(paths.REPO_ROOT / "app.py"), default_timeout=120)
+    at.query_params["runs"] = key[:12]
+    at = at.run().switch_page("pages/compare.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "Alignment distance beside the test metric (ORCA)" in [s.value for s in at.subheader]
+    table = next(f.value for f in at.dataframe if "after" in f.value.columns)
+    stage = store.get(key)["result"]["stage"]
+    assert table["before"].tolist() == [stage["before"]] and table["after"].tolist() == [stage["after"]]
