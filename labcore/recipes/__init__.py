@@ -13,9 +13,9 @@ RECIPES: Registry[Recipe] = Registry("recipe")
 
 
 def _register() -> None:
-    from labcore.recipes import kao
+    from labcore.recipes import kao, orca
 
-    for module in (kao,):
+    for module in (kao, orca):
         RECIPES.register(module.RECIPE.name, module.RECIPE)
 
 
