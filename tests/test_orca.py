@@ -246,3 +246,20 @@ def test_the_compare_page_shows_the_alignment_distance_of_an_aligned_run(tmp_pat
     table = next(f.value for f in at.dataframe if "after" in f.value.columns)
     stage = store.get(key)["result"]["stage"]
     assert table["before"].tolist() == [stage["before"]] and table["after"].tolist() == [stage["after"]]
+
+
+def test_the_experiment_form_offers_the_alignment_budget(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from labcore import paths
+
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    at = AppTest.from_file(str(paths.REPO_ROOT / "app.py"), default_timeout=120).run()
+    at = at.switch_page("pages/new_experiment.py").run()
+    at.selectbox(key="w:exp.protocol").select("align_refine").run()
+    at.number_input(key="exp.p.align_refine.align_steps").set_value(5).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+    code = "\n".join(c.value for c in at.code)
+    assert "--protocol align_refine" in code and "--pparam align_steps=5" in code
+    assert "align_lr" not in code  # the learning rate shown is the default, so the spec leaves it out
