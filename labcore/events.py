@@ -95,3 +95,11 @@ def curves_from_events(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple
             add(f"{split}_loss", int(event["step"]), event.get("loss"))
             add(f"{split}_{event.get('metric', 'metric')}", int(event["step"]), event.get("value"))
     return {name: points for name, points in out.items() if points}
+
+
+def stage_curves(events: Iterable[dict[str, Any]]) -> dict[str, list[tuple[int, float]]]:
+    """The curves of a protocol's stage before training (ORCA's ``align_otdd``), as :func:`curves_from_events`
+    names them; empty for a run whose protocol has no stage."""
+    events = list(events)
+    names = {f"{e.get('stage', 'stage')}_{e.get('metric', 'value')}" for e in events if e.get("type") == "stage_step"}
+    return {name: points for name, points in curves_from_events(events).items() if name in names}

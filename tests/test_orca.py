@@ -14,7 +14,7 @@ import torch
 
 from labcore import otdd
 from labcore.errors import LabError
-from labcore.events import curves_from_events, describe
+from labcore.events import curves_from_events, describe, stage_curves
 from labcore.protocols import PROTOCOLS, parse_protocol_params
 from labcore.record import RunRecord
 from labcore.run import iter_run, run
@@ -181,6 +181,7 @@ def test_the_alignment_streams_its_curve_and_the_record_keeps_the_distance_befor
     assert kinds.index("start") > kinds.index("stage_step")  # the alignment curve comes before training's
     assert describe(stage[0]).startswith("align 1/6  otdd ")
     assert [p[0] for p in curves_from_events(events)["align_otdd"]] == [1, 2, 3, 4, 5, 6]
+    assert list(stage_curves(events)) == ["align_otdd"] and stage_curves(events[kinds.index("start"):]) == {}
     record = RunRecord.from_dict(events[-1]["record"])
     assert record.stage["name"] == "align" and record.stage["source"] == "text-sentiment"
     assert record.stage["after"] < record.stage["before"]  # six steps already bring the data closer to text
@@ -222,7 +223,8 @@ def test_compare_lists_the_alignment_distance_beside_the_test_metric():
 
 
 @pytest.mark.integration
-def test_the_compare_page_shows_the_alignment_distance_of_an_aligned_run(tmp_path, monkeypatch, fetched_assets):
+def test_runs_draws_the_alignment_curve_and_compare_its_distance_beside_the_test_metric(tmp_path, monkeypatch,
+                                                                                         fetched_assets):
     from streamlit.testing.v1 import AppTest
 
     from labcore import paths
@@ -246,6 +248,14 @@ def test_the_compare_page_shows_the_alignment_distance_of_an_aligned_run(tmp_pat
     table = next(f.value for f in at.dataframe if "after" in f.value.columns)
     stage = store.get(key)["result"]["stage"]
     assert table["before"].tolist() == [stage["before"]] and table["after"].tolist() == [stage["after"]]
+    runs = AppTest.from_file(str(paths.REPO_ROOT / "app.py"), default_timeout=120)
+    runs.query_params["run"] = key
+    runs = runs.run().switch_page("pages/runs.py").run()
+    assert not runs.exception, [e.message for e in runs.exception]
+    charts = [json.loads(c.proto.spec) for c in runs.get("plotly_chart")]
+    assert len(charts) == 2  # the alignment, then training
+    assert charts[0]["data"][0]["y"] == [p[1] for p in stage["curve"]]
+    assert charts[0]["layout"]["xaxis"]["title"]["text"] == "alignment step"
 
 
 def test_the_experiment_form_offers_the_alignment_budget(tmp_path, monkeypatch):
