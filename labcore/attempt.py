@@ -23,6 +23,7 @@ from typing import Any, Iterator, Protocol
 
 from labcore import jobs
 from labcore.errors import LabError
+from labcore.events import FREQUENT
 from labcore.jobs import JobContext
 from labcore.store import Fenced, Store, StoreSettings, health
 
@@ -64,9 +65,9 @@ class EventSink:
             self.total_steps = int(event.get("total_steps") or 0)
         with self._lock:
             self._buffer.append(event)
-            # Step events are many and cheap to delay; everything else (start, eval, checkpoint, log,
+            # Step events (training's and a stage's) are many and cheap to delay; everything else (start, eval, checkpoint, log,
             # result) is rare and someone may be waiting for it.
-            due = kind != "step" or time.time() - self._last_flush >= self.settings.flush_every_s
+            due = kind not in FREQUENT or time.time() - self._last_flush >= self.settings.flush_every_s
         if due:
             self.flush()
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -86,3 +86,20 @@ def sweep_table(records: Iterable[RunRecord], repeat_fields: Sequence[str] = REP
         row.update(condition_stats(members))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def alignment_table(records: Iterable[RunRecord], label: Callable[[RunRecord], str] = lambda r: r.key[:12]
+                    ) -> pd.DataFrame:
+    """One row per run whose protocol ran a stage before training (ORCA's alignment): its label, seed, test
+    metric, and the stage's distance before and after; empty where no run has such a stage."""
+    rows = []
+    for record in records:
+        stage = record.stage
+        if not stage:
+            continue
+        rows.append({"run": label(record), "seed": record.spec.get("seed"), "metric": record.metric,
+                     "test": record.test_value, "distance": f"{stage.get('distance', '')} to {stage.get('source', '')}",
+                     "before": stage.get("before"), "after": stage.get("after"),
+                     "steps": stage.get("steps_done"), "seconds": stage.get("seconds")})
+    return pd.DataFrame(rows, columns=["run", "seed", "metric", "test", "distance", "before", "after", "steps",
+                                       "seconds"])

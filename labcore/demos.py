@@ -34,6 +34,9 @@ PAPERS = {
     "chiang": "Chiang & Lee 2022, Pretrained language models without human language",
     "fpt": "Lu et al. 2021, Pretrained transformers as universal computation engines (FPT)",
     "tamkin": "Tamkin et al. 2020, Investigating transferability in pretrained language models",
+    # beside the four papers: the method that later made cross-modal transfer work best, and its ablation
+    "orca": "Shen et al. 2023, Cross-modal fine-tuning: align then refine (ORCA); García-de-Herreros et al. 2024, "
+            "What explains the success of cross-modal fine-tuning with ORCA?",
 }
 
 BUDGET_NOTES = {

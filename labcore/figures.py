@@ -282,6 +282,21 @@ def mean_std_curves(groups: Mapping[str, Sequence[Curve]], *, roles: Mapping[str
     return fig
 
 
+def stage_curves_figure(runs: Mapping[str, Curve], *, metric: str, title: str = "") -> go.Figure:
+    """A protocol's stage before training, a line per run: ORCA's alignment distance against its steps (it
+    comes before the training curve, on steps of its own)."""
+    fig = go.Figure()
+    for (label, curve), colour in zip(runs.items(), role_colors(list(runs))):
+        fig.add_trace(go.Scatter(x=[p[0] for p in curve], y=[p[1] for p in curve], mode="lines+markers",
+                                 line=dict(color=colour, width=2), marker=dict(size=4), name=label,
+                                 hovertemplate="step %{x}: " + metric + " %{y:.4f}<extra>" + label + "</extra>"))
+    fig.update_xaxes(title_text="alignment step")
+    fig.update_yaxes(title_text=metric)
+    _layout(fig, title)
+    fig.update_layout(showlegend=True, height=300)
+    return fig
+
+
 # --------------------------------------------------------------------------------------------------
 # comparison tables and bars
 
@@ -628,7 +643,7 @@ __all__ = [
     "group_by_condition", "layer_distance_lines", "length_histogram",
     "decimate", "loss_curves", "mapping_diff", "mapping_table", "mean_std", "mean_std_curves", "paper_table",
     "role_colors",
-    "role_of", "smooth", "steps_to_converge_table", "summary_table",
+    "role_of", "smooth", "stage_curves_figure", "steps_to_converge_table", "summary_table",
 ]
 
 

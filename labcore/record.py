@@ -42,6 +42,9 @@ class RunRecord:
     test_examples: int = 0  # what the test metric was measured over (windows' votes count once); 0: unknown
     test_classes: int = 0  # distinct true classes among them (class outputs; 0 otherwise or unknown)
     threads: list[list[int]] = field(default_factory=list)  # [[from step, CPU threads], ...]; empty off CPU
+    # what a protocol's stage before training measured (ORCA's alignment: "name", "distance", "before",
+    # "after", "curve" [[step, value], ...], "seconds"); empty where the protocol has no stage
+    stage: dict[str, Any] = field(default_factory=dict)
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ Bad input raises :class:`labcore.errors.LabError` before any training starts.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
@@ -29,6 +30,7 @@ from labcore.spec import RunSpec, parse_train_size
 StopFn = Callable[[], "str | None"]
 CommitFn = Callable[[Path, Path], None]  # moves a finished temporary file into place
 BEST_WEIGHTS = "best.safetensors"  # a finished run's trainable parameters by name, in its folder
+STAGE_SUMMARY = "stage.json"  # what the protocol's stage before training measured, for a resumed attempt
 
 
 def _versions() -> dict[str, str]:
@@ -299,14 +301,18 @@ class _Fit:
     threads: list[list[int]] = field(default_factory=list)  # [[from step, CPU threads], ...]; empty off CPU
     threads_requested: int = 0
     deterministic: bool = False
+    stage: dict[str, Any] = field(default_factory=dict)  # the protocol stage's summary (RunRecord.stage)
 
 
 def _log(message: str) -> dict[str, Any]:
     return {"type": "log", "message": message}
 
 
-def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: int) -> Iterator[dict[str, Any]]:
-    """Data, mapping, model, protocol, device and threads; yields log events, returns a :class:`_Fit`."""
+def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: int, workdir: Path | None = None,
+             resume: bool = False, should_stop: StopFn = lambda: None,
+             commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
+    """Data, mapping, model, protocol, device and threads, then the protocol's stage before training where it
+    has one; yields log (and stage) events, returns a :class:`_Fit`."""
     import torch
 
     from labcore.train import resolve_precision
@@ -346,9 +352,12 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     for note in device_notes + device_kernels(model, device):
         notes.append(note)
         yield _log(note)
+    stage = yield from _protocol_stage(prepared, device=device, workdir=workdir, resume=resume,
+                                       should_stop=should_stop, commit_file=commit_file)
+    notes.extend(stage.get("notes", []))
     precision = resolve_precision(resolved.precision, device)
     loss_kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[prepared.info.output_kind]
-    fit = _Fit(prepared=prepared, device=device, precision=precision,
+    fit = _Fit(prepared=prepared, device=device, precision=precision, stage=stage,
                cfg=train_config(resolved, loss=loss_kind, precision=precision, device=device,
                                 checkpoint_every=checkpoint_every),
                notes=notes,
@@ -365,6 +374,35 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
         fit.notes.append(note)
         yield _log(note)
     return fit
+
+
+def _protocol_stage(prepared: Prepared, *, device: str, workdir: Path | None, resume: bool, should_stop: StopFn,
+                    commit_file: CommitFn) -> Iterator[dict[str, Any]]:
+    """The protocol's stage before training (ORCA's alignment), if it declares one; returns its summary.
+
+    A resumed attempt whose folder holds both the stage's summary and a resume checkpoint skips the stage:
+    the checkpoint holds every weight the stage trained (the loop restores them), so running it again
+    would only be overwritten."""
+    from labcore import protocols
+    from labcore.train import RESUME_FILE
+
+    spec = prepared.spec
+    protocol = protocols.PROTOCOLS[spec.protocol]
+    if protocol.stage is None:
+        return {}
+    saved = workdir / STAGE_SUMMARY if workdir is not None else None
+    if resume and saved is not None and saved.is_file() and (workdir / RESUME_FILE).is_file():
+        summary = json.loads(saved.read_text())
+        yield _log(f"the {summary.get('name', 'protocol')} stage ran in an earlier attempt; its weights come "
+                   f"back with the resume checkpoint")
+        return summary
+    params = protocols.parse_protocol_params(spec.protocol, dict(spec.protocol_params))
+    run = protocols.StageInput(model=prepared.model, spec=spec, splits=prepared.splits, info=prepared.info,
+                               tokenizer=prepared.tokenizer, device=device, should_stop=should_stop)
+    summary = yield from protocol.stage(run, params)
+    if saved is not None:
+        write_text_file(saved, json.dumps(summary), commit_file)
+    return summary
 
 
 def budget_notes(cfg, n_train: int) -> list[str]:
@@ -481,7 +519,8 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         train_tokens=float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0,
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
-        error=end.get("error", ""), threads=[list(t) for t in fit.threads], **_test_size(splits["test"], info))
+        error=end.get("error", ""), threads=[list(t) for t in fit.threads], stage=fit.stage,
+        **_test_size(splits["test"], info))
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
@@ -501,7 +540,8 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
     fit = yield from _prepare(resolved, device=device, threads=requested_threads,
-                              checkpoint_every=checkpoint_every)
+                              checkpoint_every=checkpoint_every, workdir=workdir, resume=resume,
+                              should_stop=should_stop, commit_file=commit_file)
     yield {"type": "start", "key": resolved.key, "total_steps": fit.cfg.total_steps(len(fit.train_data)),
            "params_total": fit.params_total, "params_trainable": fit.params_trainable, "device": device,
            "precision": fit.precision, "train_examples": len(fit.train_data)}

@@ -33,6 +33,7 @@ ForwardFn = Callable[[Batch], torch.Tensor]
 EvaluateFn = Callable[[], dict[str, float]]  # -> {"value": metric, "loss": loss}
 
 CONVERGE_TOLERANCE = 0.01
+RESUME_FILE = "resume.pt"  # the loop's resume checkpoint in a run's folder
 
 
 # The smallest evaluation batch, in examples. Evaluation holds no gradients or optimizer state, so its
@@ -190,7 +191,7 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
     eval_every = cfg.evaluate_every(len(train_data))
 
     st = LoopState(best_state={n: p.detach().clone() for n, p in named.items()})
-    resume_path = workdir / "resume.pt" if workdir else None
+    resume_path = workdir / RESUME_FILE if workdir else None
     if resume and resume_path and resume_path.is_file():
         # weights_only: tensors and plain containers only, so a checkpoint file can never run code.
         state = torch.load(resume_path, weights_only=True)

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from labcore import figures
+from labcore.compare import alignment_table
 from labcore.errors import LabError
 from pages import common, state
 
@@ -110,6 +111,15 @@ paper = figures.paper_table(summary)
 if not paper.empty:
     st.markdown("**As Kao & Lee print it (table 5):** mean (std) in percent, conditions by discipline")
     st.dataframe(paper)
+
+aligned = alignment_table(records, lambda r: figures.condition_label(r.spec, figures.condition_fields(records)))
+if not aligned.empty:
+    st.subheader("Alignment distance beside the test metric (ORCA)")
+    st.caption("Runs whose embedder was aligned to a text source before fine-tuning: the OTDD before and after "
+               "the alignment (lower: the embedded data sits closer to the text), on the run's measuring sample.")
+    st.dataframe(aligned, hide_index=True,
+                 column_config={c: st.column_config.NumberColumn(c, format="%.3f") for c in ("test", "before",
+                                                                                            "after")})
 
 # ---------------------------------------------------------------------------------------------- figures
 st.subheader("Bars with error bars (Kao & Lee fig. 2)")

@@ -87,6 +87,9 @@ if switches:
             value = col.checkbox(f"train {name}" if protocol == "frozen" else name, value=bool(default), key=widget)
         elif kind is int:
             value = int(col.number_input(name, value=int(default), step=1, key=widget))
+        elif kind is float:  # a learning rate: steps of its own size, shown as 0.001 rather than 0.00
+            value = float(col.number_input(name, value=float(default), step=float(default) or 0.01, format="%g",
+                                           key=widget))
         elif name == "mode":
             value = col.selectbox(name, ["reinit", "preserve"], index=0 if default == "reinit" else 1, key=widget,
                                   help="reinit: re-initialise the block; preserve: keep it, re-initialise the rest")

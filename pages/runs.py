@@ -16,8 +16,11 @@ import json
 import pandas as pd
 import streamlit as st
 
+from labcore import figures
 from labcore.errors import LabError
+from labcore.events import stage_curves
 from labcore.fmt import fmt_age, fmt_duration
+from labcore.protocols import PROTOCOLS
 from labcore.record import RunRecord
 from labcore.spec import RunSpec
 from labcore.store import ACTIVE, STOPPED
@@ -178,6 +181,22 @@ st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", s
           help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
 inits = {(store.get(k) or {}).get("spec", {}).get("init") for k in keys}
 colours = ": pretrained blue, random orange" if {"pretrained", "random"} <= inits else ""
+staged = [k for k in keys if PROTOCOLS[(store.get(k) or {}).get("spec", {}).get("protocol", "full")].stage]
+if staged:  # a protocol that trains something before the loop (ORCA's alignment): its curve first
+    def stage_view() -> None:
+        cache = state.stream_cache()
+        names = dict(zip(staged, common.short_labels(store, staged)))
+        curves = {f"{names[k]}: {name.replace('_', ' ')}": points for k in staged
+                  for name, points in stage_curves(cache.read(store, k)).items()}
+        if curves:
+            st.plotly_chart(figures.stage_curves_figure(curves, metric="distance to the source",
+                                                        title="Before training: the alignment"),
+                            key="runs-stage-chart", config={"displaylogo": False})
+        else:
+            st.caption("The alignment curve appears here once the run starts aligning, before its training curve.")
+
+    aligning = any((store.get(k) or {}).get("status") in ACTIVE for k in staged)
+    st.fragment(stage_view, run_every=common.REFRESH.live_runs_s if aligning else None)()
 common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
                  title=f"Train loss (solid) and validation metric (dashed){colours}")
 cols = st.columns(3)

@@ -137,7 +137,7 @@ def batch():
 
 def test_registry_lists_every_protocol_with_a_paper_section():
     assert protocol_names() == ["full", "reemb", "frozen", "output_only", "reinit_after", "reinit_block",
-                                "reinit_layer", "permute_layers", "probe"]
+                                "reinit_layer", "permute_layers", "probe", "align_refine"]
     for name, protocol in PROTOCOLS.items():
         assert protocol.name == name
         assert "§" in protocol.description or "appendix" in protocol.description

@@ -204,6 +204,10 @@ POOLINGS.register("last", _pool_last)
 POOLED_ROW: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"cls": _cls_row, "last": _last_row}
 
 
+class _ReachedFirstBlock(Exception):
+    """Stops a backbone's forward at its first block (:meth:`LabModel.first_block_input`)."""
+
+
 class LabModel(nn.Module):
     """Adapter -> backbone -> pooled features -> linear head, returning logits [B, num_outputs].
 
@@ -307,6 +311,25 @@ class LabModel(nn.Module):
         """Every layer's output, [B, L, hidden] each: index 0 is the embedding output, then one per layer."""
         mask = self._mask(inputs, attention_mask)
         return tuple(self._run(inputs, mask, output_hidden_states=True).hidden_states)
+
+    def first_block_input(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """What the first block receives from input embeddings [B, L, embedding size]: ``hidden_states[0]``,
+        the embeddings with the backbone's positions (and its embedding norm and projection where the family
+        has them), [B, L, hidden], computed without running any block (ORCA's embedder output)."""
+        captured: list[torch.Tensor] = []
+
+        def grab(_module: nn.Module, args: tuple, kwargs: dict) -> None:
+            captured.append(args[0] if args else kwargs["hidden_states"])
+            raise _ReachedFirstBlock
+
+        handle = self._layout.layers(self.backbone)[0].register_forward_pre_hook(grab, with_kwargs=True)
+        try:
+            self.backbone(inputs_embeds=embeds, attention_mask=attention_mask, **self._forward_kwargs)
+        except _ReachedFirstBlock:
+            pass
+        finally:
+            handle.remove()
+        return captured[0]
 
     def pooled_from_embeddings(self, embeds: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """The pooled last-layer representation [B, hidden] from input embeddings [B, L, hidden] (what

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Generator, Mapping
 
 from labcore.errors import LabError
 from labcore.registry import Registry
@@ -21,7 +21,10 @@ from labcore.registry import Registry
 if TYPE_CHECKING:
     from torch import nn
 
+    from labcore.data import DisciplineInfo
+    from labcore.encode import Encoded
     from labcore.models import LabModel, Structure
+    from labcore.spec import RunSpec
 
 
 @dataclass(frozen=True)
@@ -49,13 +52,37 @@ class ProtocolReport:
 
 
 @dataclass(frozen=True)
+class StageInput:
+    """What a protocol's stage before training works with: the run's model (protocol applied, on its device,
+    in the run's threads) and its data. ``should_stop`` is the run's stop request (None: go on)."""
+
+    model: LabModel
+    spec: RunSpec  # resolved
+    splits: Mapping[str, Encoded]  # "train", "validation", "test", encoded for this model
+    info: DisciplineInfo
+    tokenizer: Any  # the backbone's tokenizer (None where it has none)
+    device: str
+    should_stop: Callable[[], str | None] = lambda: None
+
+
+# A stage: (input, params) -> a generator of run events whose return value is the stage's summary, a
+# JSON-able dict the run's record keeps (RunRecord.stage): at least "name", and "notes" to add to the run's.
+Stage = Callable[[StageInput, Any], Generator[dict[str, Any], None, dict[str, Any]]]
+
+
+@dataclass(frozen=True)
 class Protocol:
-    """A named protocol: its parameters (a frozen dataclass with defaults) and what it does to a model."""
+    """A named protocol: its parameters (a frozen dataclass with defaults) and what it does to a model.
+
+    ``stage``: a pre-training stage the protocol declares (ORCA's alignment): it runs after the protocol
+    is applied and before the training loop, streams its own events, and returns its summary.
+    """
 
     name: str
     Params: type
     description: str  # one line, with the paper and section
     procedure: Callable[[LabModel, Any, int], ProtocolReport]
+    stage: Stage | None = None
 
     def apply(self, model: LabModel, params: Any = None, seed: int = 0) -> ProtocolReport:
         if params is None:

@@ -13,9 +13,9 @@ RECIPES: Registry[Recipe] = Registry("recipe")
 
 
 def _register() -> None:
-    from labcore.recipes import chiang, fpt, kao, tamkin
+    from labcore.recipes import chiang, fpt, kao, orca, tamkin
 
-    for module in (kao, fpt, chiang, tamkin):
+    for module in (kao, fpt, chiang, tamkin, orca):
         RECIPES.register(module.RECIPE.name, module.RECIPE)
 
 
