@@ -645,6 +645,27 @@ def test_the_preview_suggests_the_label_and_the_files_own_split():
     assert "name no split" in preview.warnings("field 3", "field 1")[-1]
 
 
+def test_a_file_sorted_by_class_still_gets_its_label_field_suggested():
+    # iLearnPlus' >id|label|training files list thousands of one class first: the records the preview reads
+    # hold one class, and the suggestion had fallen back on the text after the last '|', the split.
+    from labcore.data import fields
+
+    n_first = fields.PREVIEW_RECORDS + 100
+    records = [f">p{i}|1|{'testing' if i % 5 == 0 else 'training'}\nACDEFG{'K' * (i % 4)}\n" for i in range(n_first)]
+    records += [f">n{i}|0|{'testing' if i % 5 == 0 else 'training'}\nGFEDCA{'W' * (i % 4)}\n" for i in range(300)]
+    data = "".join(records).encode()
+    preview = fields.preview("fasta", data)
+    assert not preview.complete and len(preview.records) == fields.PREVIEW_RECORDS
+    assert (preview.label_field, preview.split_field) == ("field 2", "field 3")
+    warnings = preview.warnings(preview.label_field, preview.split_field)
+    assert any("the file goes on" in w for w in warnings) and not any("needs at least 2 classes." in w for w in warnings)
+    # The split names read as labels point at the label field, not at the other field of split names.
+    assert "(field 2 could be the label)" in preview.warnings(fields.AFTER_LAST_BAR)[0]
+    info = save_upload("sorted", "s.fasta", data, label_field=preview.label_field, split_field=preview.split_field)
+    assert info.class_names == ("0", "1") and info.warnings == ()
+    assert info.split_counts[0] + info.split_counts[2] == n_first + 300
+
+
 def test_the_chosen_label_and_split_fields_give_the_right_classes_and_splits():
     info = save_upload("bars", "t.fasta", split_fasta(), label_field="field 2", split_field="field 3")
     assert info.class_names == ("0", "1") and info.warnings == ()

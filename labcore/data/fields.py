@@ -125,16 +125,21 @@ class Preview:
             out.append(f"{missing} of {len(self.records)} records have no value in {shown}.")
         classes = Counter(labels)
         if classes and all(split_of(v) for v in classes):
-            split_like = [f for f in self.fields if f != label_field and _is_split_field(self.values(f))]
-            other = f" ({describe_field(self.kind, split_like[0])} could be the label)" if split_like else ""
+            label_like = _suggest(self.kind, self.fields, self.records)[0]
+            other = (f" ({describe_field(self.kind, label_like)} could be the label)"
+                     if label_like != label_field and not _is_split_field(self.values(label_like)) else "")
             out.append(f"The labels in {shown} ({', '.join(sorted(classes)[:4])}) are split names, not "
                        f"classes: choose another field as the label{other}, and this one as the split.")
         elif len(labels) >= 6 and len(classes) == len(labels):
             out.append(f"Every record has its own label in {shown} ({len(classes)} classes for {len(labels)} "
                        f"records): it looks like an id, not a class. Choose another field as the label.")
-        elif len(classes) == 1:
+        elif len(classes) == 1 and self.complete:
             out.append(f"Every record {where} has the label {next(iter(classes))!r}: a classifier needs at "
                        f"least 2 classes.")
+        elif len(classes) == 1:  # a file sorted by class: its other classes come after the records read
+            out.append(f"The first {len(self.records):,} records all have the label {next(iter(classes))!r}; the "
+                       f"file goes on, and the save counts the classes of all of it (a classifier needs at "
+                       f"least 2).")
         elif min_per_class and self.complete:
             small = sorted(c for c, n in classes.items() if n < min_per_class)
             if small:
@@ -181,8 +186,18 @@ def _suggest(kind: str, fields: tuple[str, ...], records: list[dict[str, str]]) 
         return named[0], split
     if candidates:  # fewest classes wins; among equals the later field (labels tend to follow ids)
         return min(reversed(candidates), key=lambda f: len(set(values[f]))), split
-    return (AFTER_LAST_BAR if kind == "fasta" else LABEL_COLUMN if LABEL_COLUMN in fields else
-            next((f for f in fields if f != SEQUENCE_COLUMN), "")), split
+    # One value throughout the records read: a file sorted by class (iLearnPlus' >id|label|training files
+    # list thousands of positives first) shows its other classes only past the preview. Such a field is
+    # still the label, never the split field beside it (the text after a FASTA header's last '|' is that
+    # split field in >id|label|split).
+    constant = [f for f in fields if f != split and f != SEQUENCE_COLUMN and len(records) >= 2
+                and all(values[f]) and len(set(values[f])) == 1 and not _is_split_field(values[f])]
+    if constant:
+        return constant[-1], split
+    default_is_split = kind == "fasta" and _is_split_field([r.get(AFTER_LAST_BAR) for r in records])
+    return (AFTER_LAST_BAR if kind == "fasta" and not default_is_split else
+            LABEL_COLUMN if LABEL_COLUMN in fields else
+            next((f for f in fields if f not in (SEQUENCE_COLUMN, split)), "")), split
 
 
 def preview(kind: str, data: bytes, max_records: int = PREVIEW_RECORDS, max_bytes: int = PREVIEW_BYTES) -> Preview:
