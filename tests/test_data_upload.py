@@ -659,6 +659,7 @@ def test_a_file_sorted_by_class_still_gets_its_label_field_suggested():
     assert (preview.label_field, preview.split_field) == ("field 2", "field 3")
     warnings = preview.warnings(preview.label_field, preview.split_field)
     assert any("the file goes on" in w for w in warnings) and not any("needs at least 2 classes." in w for w in warnings)
+    assert any("hold no validation records; the file goes on" in w for w in warnings)
     # The split names read as labels point at the label field, not at the other field of split names.
     assert "(field 2 could be the label)" in preview.warnings(fields.AFTER_LAST_BAR)[0]
     info = save_upload("sorted", "s.fasta", data, label_field=preview.label_field, split_field=preview.split_field)

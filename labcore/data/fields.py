@@ -156,8 +156,13 @@ class Preview:
             named = {split_of(v) for v in values} - {None}
             if "train" in named and named != set(SPLITS):
                 gone = [s for s in SPLITS if s not in named]
-                out.append(f"The file's split has no {' or '.join(gone)} records {where}: "
-                           f"{' and '.join(gone)} will be taken from its training records (seeded, by class).")
+                if self.complete:
+                    out.append(f"The file's split has no {' or '.join(gone)} records {where}: "
+                               f"{' and '.join(gone)} will be taken from its training records (seeded, by class).")
+                else:  # a file sorted by split shows its test records only past the preview
+                    out.append(f"The first {len(self.records):,} records hold no {' or '.join(gone)} records; the "
+                               f"file goes on: where all of it has none, {' and '.join(gone)} will be taken from "
+                               f"its training records (seeded, by class).")
         return out
 
 
