@@ -13,7 +13,9 @@ Per N it prints:
   heartbeat first reported that step (heartbeats come every second, so ages are whole-second coarse);
 * ``server cpu`` and ``server MB``: the server process's own CPU (% of one core, over the watch) and
   resident memory at the end; ``browsers cpu``: all Chromium processes this bench started (% of one core);
-* ``steps/s`` and ``rel``: the worker's training steps per second while watched, and relative to N = 1.
+* ``steps/s`` and ``rel``: the worker's training steps per second while watched, and relative to N = 1;
+* ``no view``: pages that never showed the demo's live view while watched (not live for that reason, not
+  because their view stood still), and ``p95 view s``: how long after the click pages first showed it.
 
 Pages are sampled once a second, so more than one change per second is not seen. Needs Debian's Chromium at
 /usr/bin/chromium, the python playwright package, and the demo's assets (``python -m labcore fetch``).
@@ -165,6 +167,7 @@ async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, 
             buttons = [page.get_by_role("button", name="▶ Run this demo").nth(demo_index) for page in pages]
             await asyncio.gather(*(b.wait_for() for b in buttons))
             await asyncio.gather(*(b.click() for b in buttons))  # and presses the same demo
+            clicked = time.monotonic()
             # Watching starts once the worker trains (a fresh worker first loads torch and the model).
             started = time.monotonic()
             while not any((store.heartbeat_of(k) or {}).get("step") for k in keys):
@@ -172,6 +175,7 @@ async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, 
                     raise SystemExit("bench: the demo did not start training within 5 minutes")
                 await asyncio.sleep(0.5)
             samples: list[list[tuple[float, int, int]]] = [[] for _ in pages]
+            errors: dict[str, int] = {}  # why a sample of a page failed, by the error's first line
             beats: list[tuple[float, str, int]] = []
             server_pid = int(os.environ["_CLASSROOM_SERVER_PID"])
             cpu0, browsers0, t0 = cpu_seconds(server_pid), browsers_cpu(), time.monotonic()
@@ -185,7 +189,10 @@ async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, 
                                                return_exceptions=True)
                 now = time.monotonic()
                 for i, result in enumerate(results):
-                    if not isinstance(result, BaseException):
+                    if isinstance(result, BaseException):
+                        reason = f"{type(result).__name__}: {str(result).splitlines()[0][:80] if str(result) else ''}"
+                        errors[reason] = errors.get(reason, 0) + 1
+                    else:
                         samples[i].append((now, int(result[0]), int(result[1])))
                 await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
             elapsed = time.monotonic() - t0
@@ -194,7 +201,16 @@ async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, 
             server_mb = rss_mb(server_pid)
         finally:
             await browser.close()
-    return summarise(samples, beats, elapsed, server_cpu, chromium_cpu, server_mb)
+    row = summarise(samples, beats, elapsed, server_cpu, chromium_cpu, server_mb)
+    # A page that is not live either showed no curve caption at all (never reached the demo's view) or showed
+    # one that never changed; and a sample can fail outright. The three say different things about a class.
+    row["no_caption"] = sum(1 for page in samples if not any(pts >= 0 for _, pts, _ in page))
+    row["errors"] = errors
+    # How long after the click a page first showed the demo's live view (an upper bound: pages are sampled
+    # from the moment the worker trains); pages that never showed it count as the whole time watched.
+    firsts = [next((t for t, pts, _ in page if pts >= 0), time.monotonic()) - clicked for page in samples]
+    row["view_s"] = p95(firsts)
+    return row
 
 
 def summarise(samples, beats, elapsed, server_cpu, chromium_cpu, server_mb) -> dict:
@@ -272,12 +288,12 @@ def main() -> None:
         print(f"N={n}: {row}", flush=True)
     solo = next((r["steps_s"] for n, r in rows if n == 1), None)
     print(f"\n{'N':>3} {'live':>7} {'updates/page/min':>16} {'max gap s':>9} {'p95 age s':>9} {'server cpu %':>12} "
-          f"{'server MB':>9} {'browsers cpu %':>14} {'steps/s':>8} {'rel':>5}")
+          f"{'server MB':>9} {'browsers cpu %':>14} {'steps/s':>8} {'rel':>5} {'no view':>7} {'p95 view s':>10}")
     for n, r in rows:
         rel = f"{r['steps_s'] / solo:.2f}" if solo else "-"
         print(f"{n:>3} {r['live']:>3}/{r['pages']:<3} {r['updates']:>16.1f} {r['gap']:>9.1f} {r['age']:>9.1f} "
               f"{r['server_cpu']:>12.0f} {r['server_mb']:>9.0f} {r['browsers_cpu']:>14.0f} {r['steps_s']:>8.2f} "
-              f"{rel:>5}")
+              f"{rel:>5} {r['no_caption']:>7} {r['view_s']:>10.1f}")
     print(f"(cores: {os.cpu_count()}; load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())})")
 
 
