@@ -106,12 +106,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="lab, trainer, trainer-same-precision in turn")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: every core)")
     parser.add_argument("--precisions", action="store_true",
                         help="instead: the lab's step under bf16 autocast and in fp32, in turn (which is faster here)")
     args = parser.parse_args()
     import torch
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
     if args.precisions:
         compare_precisions(args.steps, args.batch, args.rounds)
         return

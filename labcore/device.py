@@ -35,6 +35,7 @@ from labcore.errors import LabError
 SETTING = "TRANSFERLAB_DEVICE"
 COMPILE_SETTING = "TRANSFERLAB_COMPILE"
 RATES_FILE = "device-rates.json"
+RATE_READINGS = 3  # matmul-rate measurements kept (their best) before the figure is only read back
 # Steps between host reads of the loss: each read on CUDA waits for every queued kernel, so the GPU idles
 # while Python catches up; 25 steps keep the queue full and the curve fine enough to watch.
 LOSS_EVERY = {"cpu": 1, "cuda": 25}
@@ -289,28 +290,37 @@ def rate_key(device: str, precision: str) -> str:
 
 
 def peak_flops(device: str, precision: str, *, path: Path | None = None) -> float:
-    """The device's matrix-product rate in ``precision``, measured the first time and kept in
-    ``cache/device-rates.json`` after that (a CPU's per thread count)."""
+    """The device's matrix-product rate in ``precision`` (FLOP/s), kept in ``cache/device-rates.json``.
+
+    Measured by the first :data:`RATE_READINGS` callers (a run each, a fraction of a second on a CPU), keeping
+    the best reading: one taken while other work held the cores would otherwise stand for the machine for
+    good. After that the kept figure is read back without measuring."""
     path = path or paths.cache_dir() / RATES_FILE
     key = rate_key(device, precision)
-    rates = _read_rates(path)
-    if key in rates:
-        return float(rates[key])
+    entry = _read_rates(path).get(key)
+    if entry is not None and entry["readings"] >= RATE_READINGS:
+        return entry["flops_per_s"]
     rate = measure_matmul_flops(device, precision)
-    rates = {**_read_rates(path), key: rate}  # another process may have written meanwhile
+    rates = _read_rates(path)  # again: another process may have written meanwhile
+    old = rates.get(key, {"flops_per_s": 0.0, "readings": 0})
+    rates[key] = {"flops_per_s": max(rate, old["flops_per_s"]), "readings": old["readings"] + 1}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(rates, indent=1, sort_keys=True))
     os.replace(tmp, path)
-    return rate
+    return rates[key]["flops_per_s"]
 
 
-def _read_rates(path: Path) -> dict[str, float]:
+def _read_rates(path: Path) -> dict[str, dict[str, float]]:
     try:
         values = json.loads(path.read_text())
     except (OSError, ValueError):
         return {}  # none yet, or a damaged file: measured again and rewritten
-    return {k: v for k, v in values.items() if isinstance(v, (int, float))} if isinstance(values, dict) else {}
+    if not isinstance(values, dict):
+        return {}
+    return {k: {"flops_per_s": float(v["flops_per_s"]), "readings": int(v["readings"])} for k, v in values.items()
+            if isinstance(v, dict) and isinstance(v.get("flops_per_s"), (int, float))
+            and isinstance(v.get("readings"), int)}
 
 
 # ------------------------------------------------------------------------------------ FLOPs and MFU

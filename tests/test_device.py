@@ -258,14 +258,19 @@ def test_a_record_says_where_it_trained_and_how_fast(no_device_settings, tmp_pat
     assert 0 < record.mfu < 1
     assert record.host_reads == record.steps_done == 6  # a CPU reads every step
     rates = json.loads((Path(os.environ["TRANSFERLAB_CACHE"]) / devices.RATES_FILE).read_text())
-    assert rates[devices.rate_key("cpu", "fp32")] == record.peak_flops  # measured once, then read back
+    assert rates[devices.rate_key("cpu", "fp32")]["flops_per_s"] == record.peak_flops
 
 
-def test_the_peak_rate_is_measured_once(tmp_path):
+def test_the_peak_rate_keeps_the_best_of_its_first_readings(tmp_path):
     path = tmp_path / "rates.json"
+    key = devices.rate_key("cpu", "fp32")
     first = devices.peak_flops("cpu", "fp32", path=path)
-    path.write_text(json.dumps({devices.rate_key("cpu", "fp32"): 123.0}))
-    assert first > 0 and devices.peak_flops("cpu", "fp32", path=path) == 123.0
+    assert first > 0 and json.loads(path.read_text())[key]["readings"] == 1
+    path.write_text(json.dumps({key: {"flops_per_s": 1e15, "readings": 1}}))  # as if a quiet machine measured it
+    assert devices.peak_flops("cpu", "fp32", path=path) == 1e15  # a slower reading does not replace it
+    assert json.loads(path.read_text())[key]["readings"] == 2
+    path.write_text(json.dumps({key: {"flops_per_s": 123.0, "readings": devices.RATE_READINGS}}))
+    assert devices.peak_flops("cpu", "fp32", path=path) == 123.0  # enough readings: read back, not measured
     path.write_text("not json")  # a damaged file is measured again and rewritten
     assert devices.peak_flops("cpu", "fp32", path=path) > 0 and json.loads(path.read_text())
 
