@@ -226,8 +226,9 @@ def _predict(model, data, batch_size: int, device: str, precision: str, *, featu
         with torch.inference_mode(), devices.autocast(precision, device):
             for batch in iterate(data, batch_size, shuffle=False, device=device):
                 out = model.features(batch.inputs, batch.mask) if features else model(batch.inputs, batch.mask)
+                out = out.float().cpu()  # one copy a batch (on a GPU, one row at a time was a sync a row)
                 for row, i in enumerate(batch.index):
-                    outputs[i] = out[row].float().cpu()
+                    outputs[i] = out[row]
     finally:
         model.train(was_training)
     return torch.stack(outputs) if outputs else torch.empty(0)

@@ -237,7 +237,7 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
         return {"type": "eval", "step": st.step, "split": "validation", "value": result["value"],
                 "loss": result.get("loss")}
 
-    def read_losses() -> dict[str, Any] | None:
+    def read_losses() -> dict[str, Any]:
         """Read the interval's losses to the host (one transfer); the step event for them, or the end of a
         diverged run. Timed as training: on CUDA the read waits for the interval's queued steps."""
         tick = time.perf_counter()
@@ -263,7 +263,7 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
         if not pending:
             return False
         event = read_losses()
-        if event is not None and "diverged" in event:
+        if "diverged" in event:
             error = event.pop("diverged")
             yield event
             yield {**finish("diverged"), "error": error}
