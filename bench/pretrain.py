@@ -41,54 +41,60 @@ def batches(n_steps: int, batch: int, seed: int = 0):
     return [(b.inputs, b.mask, int(b.mask.sum())) for b in iterate(data, batch, shuffle=True, seed=seed)]
 
 
-def lab_rate(data, warmup: int, precision: str, device: str) -> float:
+def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") -> float:
+    """Real tokens per second of the lab's MLM steps after the first ``warmup`` (timed between the loop's
+    step events, whose loss read waits for the device: every step on a CPU, every 25 on CUDA)."""
     import dataclasses
 
     import torch
 
     from labcore.encode import Encoded
-    from labcore.models.cpu_kernels import use_cpu_kernels
+    from labcore.models.cpu_kernels import kernels_for
     from labcore.pretrain.engine import MlmObjective, train_config
     from labcore.pretrain.mlm import build_masked_lm
     from labcore.pretrain.spec import SIZES, PretrainSpec
     from labcore.train import train
 
     spec = PretrainSpec(steps=len(data), sequences=sum(len(ids) for ids, _, _ in data), batch_size=len(data[0][0]))
-    model = build_masked_lm(SIZES["cpu"], 0).to(device)
-    if device == "cpu":
-        use_cpu_kernels(model.body)
+    model = build_masked_lm(SIZES[size], 0).to(device)
+    kernels_for(model.body, device)
     cfg = dataclasses.replace(train_config(spec, device, 0), precision=precision, eval_every=10**9)
     # The loop's own data path, fed the very batches the plain step gets (one Encoded row per sequence).
     rows = [ids[i, :int(mask[i].sum())].numpy() for ids, mask, _ in data for i in range(len(ids))]
     encoded = Encoded(rows, torch.zeros(len(rows), dtype=torch.long).numpy())
+    lengths = encoded.lengths()
     objective = MlmObjective(model, encoded, cfg, 0)
-    tokens = [0]
+    step_tokens: list[int] = []  # real tokens of each step, counted on the host (no sync)
     marks: dict[int, float] = {}
 
     def forward(batch):
-        tokens[0] += int(batch.mask.sum()) if len(marks) >= warmup else 0
+        step_tokens.append(int(lengths[batch.index].sum()))
         return objective.forward(batch)
 
     for event in train(model, forward, encoded, cfg, evaluate=lambda: {"value": 0.0}):
         if event["type"] == "step":
             marks[event["step"]] = time.perf_counter()
-    elapsed = marks[max(marks)] - marks[warmup]  # steps warmup+1 .. end, whose tokens were counted
-    return tokens[0] / elapsed
+    first = min(s for s in marks if s >= warmup)
+    if first == max(marks):
+        raise SystemExit(f"too few steps to time: step events at {sorted(marks)}; give more --steps")
+    return sum(step_tokens[first:max(marks)]) / (marks[max(marks)] - marks[first])
 
 
-def plain_rate(data, warmup: int, precision: str, device: str) -> float:
+def plain_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") -> float:
+    """Real tokens per second of a plain transformers RoBERTa MLM loop after ``warmup`` steps."""
     import torch
     from transformers import RobertaForMaskedLM
 
+    from labcore.device import autocast
     from labcore.pretrain import corpora
     from labcore.pretrain.mlm import mask_tokens, roberta_config
     from labcore.pretrain.spec import SIZES
-    from labcore.train import autocast
 
     torch.manual_seed(0)
-    model = RobertaForMaskedLM(roberta_config(SIZES["cpu"])).to(device).train()
+    model = RobertaForMaskedLM(roberta_config(SIZES[size])).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.01)
     replacements = torch.from_numpy(corpora.sampleable_ids())
+    cuda = device.startswith("cuda")
     tokens, start = 0, None
     for step, (ids, mask, real) in enumerate(data, 1):
         ids, mask = ids.to(device), mask.to(device)
@@ -101,45 +107,15 @@ def plain_rate(data, warmup: int, precision: str, device: str) -> float:
         out.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
         if step == warmup:
+            if cuda:
+                torch.cuda.synchronize()
             start = time.perf_counter()
         elif step > warmup:
             tokens += real
+    if cuda:
+        torch.cuda.synchronize()
     return tokens / (time.perf_counter() - start)
-
-
-def peak_flops(precision: str, device: str, n: int = 2048, repeats: int = 10) -> float:
-    import torch
-
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-    a = torch.randn(n, n, device=device, dtype=dtype)
-    b = torch.randn(n, n, device=device, dtype=dtype)
-    best = 0.0
-    for _ in range(repeats):
-        start = time.perf_counter()
-        a @ b
-        if device.startswith("cuda"):
-            torch.cuda.synchronize()
-        best = max(best, 2 * n ** 3 / (time.perf_counter() - start))
-    return best
-
-
-def useful_flops_per_token(length: float, masked_share: float) -> float:
-    """Training FLOPs a token needs when only the masked positions are predicted: every block but the last
-    for every row; the last block's keys and values for every row and the rest for the masked rows; the LM
-    head for the masked rows (6 FLOPs a parameter and token: forward and backward)."""
-    from labcore.pretrain.mlm import VOCAB_SIZE
-    from labcore.pretrain.spec import SIZES
-
-    size = SIZES["cpu"]
-    h = size.hidden
-    block = 4 * h * h + 2 * h * size.ffn  # attention projections and feed-forward
-    last = 2 * h * h + (2 * h * h + 2 * h * size.ffn) * masked_share
-    head = (h * VOCAB_SIZE + h * h) * masked_share
-    attention = 2 * length * h * (size.layers - 1 + masked_share)  # scores and weighted sum
-    return 6 * ((size.layers - 1) * block + last + head + attention)
 
 
 def main() -> None:
@@ -154,14 +130,15 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from labcore.train import resolve_precision
-
     from labcore import cores
+    from labcore import device as devices
+    from labcore.pretrain.engine import useful_flops_per_token
 
     requested = args.threads or os.cpu_count() or 1
     before = cores.sample()
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
-    precision = resolve_precision("auto", device)
+    device = args.device or devices.choose_device()
+    precision = devices.resolve_precision("auto", device)
+    devices.setup(device, precision)
     data = batches(args.steps + args.warmup, args.batch)
     # As a run does: one thread fewer for each core other processes keep busy (unless --threads says).
     threads, busy = (requested, None) if args.threads else cores.choose_threads(requested, before)
@@ -176,8 +153,8 @@ def main() -> None:
         print(f"round {round_}: lab {lab:,.0f} tokens/s, plain {plain:,.0f} tokens/s ({precision}, {device}, "
               f"{torch.get_num_threads()} threads)", flush=True)
     lab, plain = statistics.median(labs), statistics.median(plains)
-    peak = peak_flops(precision, device)
-    flops = useful_flops_per_token(length, 0.15)
+    peak = devices.measure_matmul_flops(device, precision)
+    flops = useful_flops_per_token("cpu", length)
     mfu = lab * flops / peak
     print(f"peak {peak / 1e9:,.0f} GFLOP/s ({precision} matrix product); {flops / 1e6:,.1f} MFLOP a token; "
           f"the 6N limit at that peak: {peak / flops:,.0f} tokens/s")

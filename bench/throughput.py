@@ -30,27 +30,29 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
-def lab_throughput(steps: int, batch: int) -> tuple[float, str, object]:
+def lab_throughput(steps: int, batch: int, precision: str = "auto") -> tuple[float, str, object]:
+    from labcore import device as devices
     from labcore import protocols
-    from labcore.run import Prepared, default_device, device_kernels, train_config
+    from labcore.run import Prepared, device_kernels, train_config
     from labcore.spec import make_spec
-    from labcore.train import resolve_precision, train
+    from labcore.train import train
 
-    device = default_device()
+    device = devices.choose_device()
     spec = make_spec(model="minilm", discipline="dna-splice", batch_size=batch, max_steps=steps)
     prepared = Prepared(spec)
     model = prepared.model
     protocols.PROTOCOLS["full"].apply(model, protocols.parse_protocol_params("full", {}), 0)
     model.to(device)
     device_kernels(model, device)
-    precision = resolve_precision(prepared.spec.precision, device)
+    precision = devices.resolve_precision(precision, device)
+    devices.setup(device, precision)
     # The run's own configuration, less evaluation and early stopping (not part of a step's cost).
     cfg = dataclasses.replace(train_config(prepared.spec, loss="ce", precision=precision, device=device),
                               eval_every=10**9, patience=0, seed=0)
     data = prepared.splits["train"]
     start = time.perf_counter()
     for event in train(model, lambda b: model(b.inputs, b.mask), data, cfg, evaluate=lambda: {"value": 0.0}):
-        if event["type"] == "step" and event["step"] == steps:
+        if event["type"] == "step" and event["step"] == steps:  # the loss read there waits for the device
             elapsed = time.perf_counter() - start
     return steps * batch / elapsed, precision, prepared
 
@@ -84,15 +86,36 @@ def trainer_throughput(steps: int, batch: int, bf16: bool) -> float:
     return steps * batch / elapsed
 
 
+def compare_precisions(steps: int, batch: int, rounds: int) -> None:
+    """The lab's step in bf16 autocast and in fp32, alternating; the median of each and what ``auto`` picks."""
+    from labcore import device as devices
+
+    rates: dict[str, list[float]] = {"bf16": [], "fp32": []}
+    for round_ in range(1, rounds + 1):
+        for precision in rates:
+            rates[precision].append(lab_throughput(steps, batch, precision)[0])
+        print(f"round {round_}: " + ", ".join(f"{p} {v[-1]:.1f}" for p, v in rates.items()) + " samples/s", flush=True)
+    bf16, fp32 = (statistics.median(v) for v in rates.values())
+    device = devices.choose_device()
+    print(f"precisions bf16={bf16:.1f} fp32={fp32:.1f} bf16_over_fp32={bf16 / fp32:.2f} "
+          f"auto={devices.resolve_precision('auto', device)} native_bf16={devices.native_bf16(device)}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--rounds", type=int, default=3, help="lab, trainer, trainer-same-precision in turn")
+    parser.add_argument("--threads", type=int, default=0, help="torch threads (default: every core)")
+    parser.add_argument("--precisions", action="store_true",
+                        help="instead: the lab's step under bf16 autocast and in fp32, in turn (which is faster here)")
     args = parser.parse_args()
     import torch
 
-    torch.set_num_threads(os.cpu_count() or 1)
+    torch.set_num_threads(args.threads or os.cpu_count() or 1)
+    if args.precisions:
+        compare_precisions(args.steps, args.batch, args.rounds)
+        return
     labs, trainers, sames = [], [], []
     for round_ in range(1, args.rounds + 1):
         lab, precision, _ = lab_throughput(args.steps, args.batch)

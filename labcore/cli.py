@@ -103,10 +103,13 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def _print_event(event: dict[str, Any]) -> None:
-    """Progress on stderr while a run goes in this process: every event but the many steps (one in 20) and
-    preparation messages (preparing already wrote them)."""
+    """Progress on stderr while a run goes in this process: every event but the many steps (one in 20: the
+    event whose interval crosses a multiple of 20, since on a GPU an event covers 25 steps) and preparation
+    messages (preparing already wrote them)."""
     kind = event["type"]
-    if (kind == "log" and event.get("phase") == "prepare") or (kind == "step" and event["step"] % 20):
+    if kind == "step" and event["step"] // 20 == (event["step"] - event.get("steps", 1)) // 20:
+        return
+    if kind == "log" and event.get("phase") == "prepare":
         return
     line = describe(event)
     if line is not None:

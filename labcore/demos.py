@@ -44,7 +44,8 @@ BUDGET_NOTES = {
              "training tokens, but at least 500 examples; small data gets more epochs, up to 150 steps; at least 8 "
              "evaluations). Long sequences take longer: the cost grows with the tokens trained",
     "standard": "5 epochs (10 for frozen protocols), early stopping after 5 evaluations without improvement; at least "
-                "8 evaluations",
+                "8 evaluations. On a GPU: batch 64 at learning rate 1e-4 (frozen protocols: batch 128), text cut at "
+                "128 tokens",
     "paper": "each paper's own recipe (Kao: Adam 1e-5, batch 32, 10 epochs; FPT: Adam 1e-3; Tamkin: Adam 2e-5, "
              "batch 8): hours on a CPU",
 }

@@ -22,3 +22,17 @@ def fmt_age(t: float | None, now: float | None = None) -> str:
     if not t:
         return "–"
     return fmt_duration((time.time() if now is None else now) - t) + " ago"
+
+
+def fmt_speed(result: dict) -> str:
+    """Where a finished run trained and how fast, from its record's fields ("" for records older than them):
+    device and its name, training tokens/s, peak memory, and the MFU against the device's measured rate."""
+    if not result.get("device") or not result.get("tokens_per_s"):
+        return ""
+    name = f" ({result['device_name']})" if result.get("device_name") else ""
+    text = (f"Trained on {result['device']}{name} in {result.get('precision', '')}: "
+            f"{result['tokens_per_s']:,.0f} tokens/s, peak memory {result.get('peak_memory_mb', 0):,.0f} MB")
+    if result.get("peak_flops"):
+        text += (f", MFU {100 * result.get('mfu', 0):.1f} % of the device's measured "
+                 f"{result.get('precision', '')} matrix-product rate ({result['peak_flops'] / 1e12:,.2f} TFLOP/s)")
+    return text

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labcore import device as devices
 from labcore import paths
 from labcore.store import HOST, Store, StoreSettings, process_state
 
@@ -34,16 +35,24 @@ def start_worker(store: Store, *, new_session: bool = True, extra_args: tuple[st
     store.logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = store.logs_dir / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.log"
     command = worker_command(store, *extra_args, module=module)
+    gpu = next_gpu(store) if role == "worker" else None
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
                                    stderr=subprocess.STDOUT, cwd=str(paths.REPO_ROOT),
-                                   start_new_session=new_session, env=_child_env())
-    store.register_worker(process.pid, state="starting", command=" ".join(command), role=role)
+                                   start_new_session=new_session, env=_child_env(gpu))
+    store.register_worker(process.pid, state="starting", command=" ".join(command), role=role, gpu=gpu or "")
     _CHILDREN.append(process)
     return process
 
 
 _CHILDREN: list[subprocess.Popen] = []
+
+
+def next_gpu(store: Store) -> str | None:
+    """The GPU (a ``CUDA_VISIBLE_DEVICES`` name) for one more worker here: with several GPUs, the one the fewest
+    alive workers on this host hold; None (it sees what this process sees) with one GPU or none."""
+    held = [w.get("gpu", "") for w in store.workers(role="worker") if w.get("host") == HOST]
+    return devices.least_used_gpu(held)
 
 
 def reap_children() -> None:
@@ -53,8 +62,11 @@ def reap_children() -> None:
             _CHILDREN.remove(process)
 
 
-def _child_env() -> dict[str, str]:
+def _child_env(gpu: str | None = None) -> dict[str, str]:
+    """The environment of a worker process; ``gpu`` (a CUDA_VISIBLE_DEVICES name) gives it that GPU alone."""
     env = dict(os.environ)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     # The worker must find this checkout's labcore whatever the caller's working directory was.
     env["PYTHONPATH"] = os.pathsep.join(p for p in (str(paths.REPO_ROOT), env.get("PYTHONPATH", "")) if p)
     env.setdefault("TRANSFERLAB_CACHE", str(paths.cache_dir()))
@@ -102,8 +114,11 @@ def stop_workers(store: Store, *, timeout_s: float = StoreSettings.stop_timeout_
 
 
 def supervise(store: Store, count: int, extra_args: tuple[str, ...] = ()) -> int:
-    """Run ``count`` worker processes in this process group until they exit; forward SIGTERM/SIGINT."""
-    children = [subprocess.Popen(worker_command(store, *extra_args), env=_child_env()) for _ in range(count)]
+    """Run ``count`` worker processes in this process group until they exit; forward SIGTERM/SIGINT.
+
+    With several GPUs each worker gets one (``CUDA_VISIBLE_DEVICES``), in turn (:func:`labcore.device.worker_gpus`)."""
+    children = [subprocess.Popen(worker_command(store, *extra_args), env=_child_env(gpu))
+                for gpu in devices.worker_gpus(count)]
 
     def forward(signum: int, _frame: Any) -> None:
         for child in children:

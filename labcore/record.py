@@ -34,7 +34,16 @@ class RunRecord:
     # mean tokens of a training example as the model sees it ([CLS] and [SEP] in, after any cut); with
     # samples_per_s, the run's training speed in tokens/s (labcore.speed). 0 in records older than it.
     train_tokens: float = 0.0
-    device: str = ""
+    device: str = ""  # "cpu", "cuda", "cuda:N" as the run used it
+    device_name: str = ""  # the GPU's or CPU's model name
+    visible_gpus: list[str] = field(default_factory=list)  # the GPUs its process saw (CUDA_VISIBLE_DEVICES' names)
+    # training tokens (real, not padding) per second of steps; with flops_per_token (labcore.device's count) and
+    # the device's measured matmul rate in the run's precision (peak_flops, FLOP/s), its MFU. 0: not measured.
+    tokens_per_s: float = 0.0
+    flops_per_token: float = 0.0
+    peak_flops: float = 0.0
+    mfu: float = 0.0
+    host_reads: int = 0  # times the loop read its losses to the host (labcore.train: a sync on CUDA)
     precision: str = ""
     pooling: str = ""
     versions: dict[str, str] = field(default_factory=dict)

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import platform
-import resource
 import sys
 import time
 from dataclasses import dataclass, field
@@ -22,6 +21,7 @@ import numpy as np
 
 from labcore import cores
 from labcore import data as data_registry
+from labcore import device as devices
 from labcore.errors import LabError
 from labcore.record import RunRecord
 from labcore.resolve import resolve_spec
@@ -44,28 +44,11 @@ def _versions() -> dict[str, str]:
             "transformers": str(transformers.__version__), "labcore": labcore.__version__}
 
 
-def _peak_memory_mb(device: str) -> float:
-    import torch
-
-    if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated() / 2**20
-    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
-    return kib / (2**20 if sys.platform == "darwin" else 2**10)
-
-
-def default_device() -> str:
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def device_kernels(model, device: str) -> list[str]:
     """Give a lab model the training kernels that suit the device (see :mod:`labcore.models.cpu_kernels`)."""
-    if device != "cpu":
-        return []
-    from labcore.models.cpu_kernels import use_cpu_kernels
+    from labcore.models.cpu_kernels import kernels_for
 
-    return use_cpu_kernels(model.backbone)
+    return kernels_for(model.backbone, device)
 
 
 def train_config(resolved: RunSpec, *, loss: str, precision: str, device: str, checkpoint_every: int = 0):
@@ -233,7 +216,6 @@ def _predict(model, data, batch_size: int, device: str, precision: str, *, featu
     import torch
 
     from labcore.encode import iterate
-    from labcore.train import autocast
 
     outputs: list[Any] = [None] * len(data)
     # Predictions never see dropout, whatever mode the caller left the model in (after training it is
@@ -241,11 +223,12 @@ def _predict(model, data, batch_size: int, device: str, precision: str, *, featu
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), autocast(precision, device):
+        with torch.inference_mode(), devices.autocast(precision, device):
             for batch in iterate(data, batch_size, shuffle=False, device=device):
                 out = model.features(batch.inputs, batch.mask) if features else model(batch.inputs, batch.mask)
+                out = out.float().cpu()  # one copy a batch (on a GPU, one row at a time was a sync a row)
                 for row, i in enumerate(batch.index):
-                    outputs[i] = out[row].float().cpu()
+                    outputs[i] = out[row]
     finally:
         model.train(was_training)
     return torch.stack(outputs) if outputs else torch.empty(0)
@@ -302,6 +285,8 @@ class _Fit:
     threads_requested: int = 0
     deterministic: bool = False
     stage: dict[str, Any] = field(default_factory=dict)  # the protocol stage's summary (RunRecord.stage)
+    compile_notes: list[str] = field(default_factory=list)
+    features_only: bool = False  # the head alone trains, on features computed once (FPT's output-only)
 
 
 def _log(message: str) -> dict[str, Any]:
@@ -314,8 +299,6 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     """Data, mapping, model, protocol, device and threads, then the protocol's stage before training where it
     has one; yields log (and stage) events, returns a :class:`_Fit`."""
     import torch
-
-    from labcore.train import resolve_precision
 
     cpu_before = cores.sample()  # what other processes do while this run prepares decides its threads
     progress_events: list[dict[str, Any]] = []
@@ -349,13 +332,13 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
         device_notes.append(cores.thread_note(used_threads, threads, busy))
     elif resolved.deterministic:
         device_notes.append("deterministic: torch's deterministic algorithms on")
-    for note in device_notes + device_kernels(model, device):
+    precision = devices.resolve_precision(resolved.precision, device)
+    for note in device_notes + devices.setup(device, precision) + device_kernels(model, device):
         notes.append(note)
         yield _log(note)
     stage = yield from _protocol_stage(prepared, device=device, workdir=workdir, resume=resume,
                                        should_stop=should_stop, commit_file=commit_file)
     notes.extend(stage.get("notes", []))
-    precision = resolve_precision(resolved.precision, device)
     loss_kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[prepared.info.output_kind]
     fit = _Fit(prepared=prepared, device=device, precision=precision, stage=stage,
                cfg=train_config(resolved, loss=loss_kind, precision=precision, device=device,
@@ -366,11 +349,12 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
                threads=[[0, used_threads]] if used_threads else [], threads_requested=threads,
                deterministic=resolved.deterministic)
     if report.features_only:
+        fit.features_only = True
         yield _log("computing features once for output-only training")
         _features_target(fit)
     else:
         _model_target(fit)
-    for note in budget_notes(fit.cfg, len(fit.train_data)):
+    for note in budget_notes(fit.cfg, len(fit.train_data)) + fit.compile_notes:
         fit.notes.append(note)
         yield _log(note)
     return fit
@@ -425,7 +409,8 @@ def _model_target(fit: _Fit) -> None:
     """Train and predict with the whole model."""
     model, splits = fit.prepared.model, fit.prepared.splits
     fit.trained_module = model
-    fit.forward = lambda batch: model(batch.inputs, batch.mask)
+    trained, fit.compile_notes = devices.maybe_compile(model)  # training's forward; predictions stay eager
+    fit.forward = lambda batch: trained(batch.inputs, batch.mask)
     fit.predict = lambda split: _predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)
     fit.train_data = splits["train"]
 
@@ -507,6 +492,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         save_trained(prepared.model, workdir, commit_file)
         if prepared.mapping is not None:  # the exact table this run used, for the mapping page
             write_text_file(workdir / "mapping.json", prepared.mapping.to_json(), commit_file)
+    speed = _speed(fit, end, float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0)
     return RunRecord(
         key=resolved.key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
         validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],
@@ -514,13 +500,27 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         steps_to_converge=steps_to_converge(end["val_curve"]),
         train_loss=[list(p) for p in summarize_losses(end["losses"])],
         val_curve=[list(p) for p in end["val_curve"]], wall_time_s=time.perf_counter() - started,
-        samples_per_s=end["samples_per_s"], peak_memory_mb=_peak_memory_mb(fit.device),
+        samples_per_s=end["samples_per_s"], peak_memory_mb=devices.peak_memory_mb(fit.device), **speed,
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         train_tokens=float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0,
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
         error=end.get("error", ""), threads=[list(t) for t in fit.threads], stage=fit.stage,
         **_test_size(splits["test"], info))
+
+
+def _speed(fit: _Fit, end: dict[str, Any], mean_tokens: float) -> dict[str, Any]:
+    """The record's device and speed fields: which device, its name, the GPUs the process saw, training
+    tokens/s, FLOPs a token, the device's measured matmul rate in the run's precision and the MFU."""
+    tokens_per_s = end["samples_per_s"] * mean_tokens
+    if fit.features_only:  # the head trains on one cached feature row per example, not on its tokens
+        flops = devices.module_flops_per_token(fit.trained_module, 1.0) / max(mean_tokens, 1.0)
+    else:
+        flops = devices.module_flops_per_token(fit.trained_module, mean_tokens)
+    peak = devices.peak_flops(fit.device, fit.precision)
+    return {"device_name": devices.describe(fit.device), "visible_gpus": devices.visible_gpus(),
+            "tokens_per_s": tokens_per_s, "flops_per_token": flops, "peak_flops": peak,
+            "mfu": devices.mfu(tokens_per_s, flops, peak), "host_reads": end.get("host_reads", 0)}
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
@@ -535,7 +535,7 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     transformers.utils.logging.disable_progress_bar()  # events report progress; bars only flood logs
     requested_threads = threads or os.cpu_count() or 1
     torch.set_num_threads(requested_threads)
-    device = device or default_device()
+    device = device or devices.choose_device()
     resolved = resolve_spec(spec)
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
@@ -544,6 +544,7 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
                               should_stop=should_stop, commit_file=commit_file)
     yield {"type": "start", "key": resolved.key, "total_steps": fit.cfg.total_steps(len(fit.train_data)),
            "params_total": fit.params_total, "params_trainable": fit.params_trainable, "device": device,
+           "device_name": devices.describe(device),
            "precision": fit.precision, "train_examples": len(fit.train_data)}
     end = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file)
     record = _record(fit, resolved, end, workdir=workdir, started=started, commit_file=commit_file)

@@ -172,6 +172,23 @@ _TRAIN_DEFAULTS: dict[str, dict[str, BudgetParams]] = {
 }
 _TAMKIN = ("reinit_after", "reinit_block", "reinit_layer", "permute_layers")
 
+# On a GPU the standard budget trains larger batches and longer text: a batch of 16 leaves an H100 mostly
+# idle (a MiniLM step is launch-bound), 64 fills it better; the learning rate doubles with the batch's
+# fourfold growth (square-root scaling, rounded). Quick keeps its CPU meaning (a teaching demo's time and
+# result are the same anywhere); paper keeps each paper's own batches. What changes, budget by family:
+DEVICE_BUDGETS: dict[str, dict[str, dict[str, dict[str, Any]]]] = {
+    "cuda": {
+        "standard": {
+            "finetune": {"batch_size": 64, "lr": 1e-4},
+            "frozen": {"batch_size": 128},
+        },
+    },
+}
+TEXT_MAX_LENGTH = 64  # tokens a text example keeps by default: snippets average ~19 words, quick runs stay quick
+# ... and on a GPU under the standard budget, where longer inputs cost little
+DEVICE_TEXT_MAX_LENGTH = {"cuda": {"standard": 128}}
+DEVICE_KINDS = ("cpu", "cuda")
+
 
 def kept_by_budget(n: int, token_budget: int, mean_length: float, min_examples: int = 0) -> int:
     """Training examples a token budget keeps of ``n`` (0: no budget), never fewer than ``min_examples``."""
@@ -220,11 +237,20 @@ def _family(budget: str, protocol: str) -> str:
     return "finetune"
 
 
-def train_defaults(budget: str, protocol: str) -> dict[str, Any]:
-    """The training hyper-parameters a budget gives a protocol (what `None` fields resolve to)."""
+def train_defaults(budget: str, protocol: str, device: str = "cpu") -> dict[str, Any]:
+    """The training hyper-parameters a budget gives a protocol on a ``device`` kind (``cpu`` or ``cuda``):
+    what `None` fields resolve to."""
     if budget not in _TRAIN_DEFAULTS:
         raise LabError(f"unknown budget {budget!r}; valid budgets: {', '.join(BUDGETS)}")
-    return dataclasses.asdict(_TRAIN_DEFAULTS[budget][_family(budget, protocol)])
+    _check("device kind", device, DEVICE_KINDS)
+    family = _family(budget, protocol)
+    changes = DEVICE_BUDGETS.get(device, {}).get(budget, {}).get(family, {})
+    return dataclasses.asdict(dataclasses.replace(_TRAIN_DEFAULTS[budget][family], **changes))
+
+
+def text_max_length(budget: str, device: str = "cpu") -> int:
+    """Tokens a text example keeps where the spec leaves ``max_length`` at 0."""
+    return DEVICE_TEXT_MAX_LENGTH.get(device, {}).get(budget, TEXT_MAX_LENGTH)
 
 
 Pairs = tuple[tuple[str, Any], ...]
@@ -438,7 +464,7 @@ def _check_numbers(spec: RunSpec) -> None:
                        f"[CLS], [SEP] and {MIN_MAX_LENGTH - 2} symbols), got {spec.max_length}")
 
 
-def resolve(spec: RunSpec, input_kind: str, *, max_positions: int | None = None) -> RunSpec:
+def resolve(spec: RunSpec, input_kind: str, *, max_positions: int | None = None, device: str = "cpu") -> RunSpec:
     """Fill every `auto`/None field that the discipline decides, so the key names what will run.
 
     `max_positions` is the model's longest input where it is known: a longer `max_length` is cut to it, so
@@ -448,9 +474,13 @@ def resolve(spec: RunSpec, input_kind: str, *, max_positions: int | None = None)
     mapping for vector inputs) are normalised, so two specs differing only in an unused field share a
     key. `pooling="auto"` and `precision="auto"` stay as they are: the engine turns them into the
     model's default pooling and the machine's precision, and the result records what it used.
+
+    `device` is the kind (``cpu``, ``cuda``) the run will train on: the budget's values for it fill the
+    unset fields (:data:`DEVICE_BUDGETS`), and a text length that differs from the CPU's is written out,
+    so the key names what runs.
     """
     changes: dict[str, Any] = {}
-    for name, value in train_defaults(spec.budget, spec.protocol).items():
+    for name, value in train_defaults(spec.budget, spec.protocol, device).items():
         if getattr(spec, name) is None:
             changes[name] = value
     # A floor adapts the budget's own values; where the user chose the value it bounds, it is off.
@@ -472,6 +502,11 @@ def resolve(spec: RunSpec, input_kind: str, *, max_positions: int | None = None)
     changes["input_adapter"] = adapter
     if max_positions and spec.max_length > max_positions:
         changes["max_length"] = max_positions
+    # Only at the first resolution: a spec resolved for a CPU keeps max_length 0 (64 tokens) when a GPU worker
+    # resolves it again, so its key stays the one it was submitted under.
+    if input_kind == "text" and spec.max_length == 0 and not spec.is_resolved and \
+            text_max_length(spec.budget, device) != TEXT_MAX_LENGTH:
+        changes["max_length"] = text_max_length(spec.budget, device)
     mapping = spec.mapping
     if adapter != "vocab":
         mapping = "none"

@@ -6,14 +6,19 @@ validation, then test it), stops on a NaN/inf loss with status ``diverged`` and 
 resume checkpoints (trainable weights, optimizer, scheduler, RNG, curves) and honours a stop request
 once per step.
 
-Events: {"type": "step", step, epoch, loss, lr, samples_per_s}, {"type": "eval", step, split, metric,
+Events: {"type": "step", step, steps, epoch, loss, lr, samples_per_s}, {"type": "eval", step, split, metric,
 value, loss}, {"type": "checkpoint", step, path}, {"type": "log", message} and finally
-{"type": "train_end", status, best_step, best_value, steps_done, curves, samples_per_s}.
+{"type": "train_end", status, best_step, best_value, steps_done, curves, samples_per_s, host_reads}.
+
+No host sync per step where it costs (CUDA): each step's loss stays on the device, and the losses are read
+together every :attr:`TrainConfig.read_every` steps (1 on a CPU, 25 on CUDA), before every evaluation,
+checkpoint and stop, and at the end. A step event then stands for the ``steps`` steps since the last one and
+carries their mean loss; the record's loss curve keeps every step's value. A non-finite loss is found at the
+read, and the run ends ``diverged`` naming the first step whose loss was not finite.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import time
@@ -24,6 +29,8 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
+from labcore import device as devices
+from labcore.device import autocast
 from labcore.encode import Batch, Encoded, iterate
 from labcore.spec import TrainParams
 
@@ -50,34 +57,19 @@ class TrainConfig(TrainParams):
     precision: str  # "bf16" | "fp32" (already resolved)
     device: str = "cpu"
     checkpoint_every: int = 0  # steps between resume checkpoints (0: only when stopped)
+    # steps between host reads of the training loss (0: the device's own, labcore.device.LOSS_EVERY): each
+    # read waits for the device, so on CUDA the losses stay there and a step event covers an interval
+    loss_every: int = 0
+
+    @property
+    def read_every(self) -> int:
+        """Steps between host reads of the loss (:attr:`loss_every`, else the device's own)."""
+        return self.loss_every if self.loss_every > 0 else devices.loss_every(self.device)
 
     @property
     def eval_batch_size(self) -> int:
         """Examples per batch when evaluating or predicting."""
         return max(EVAL_BATCH_MIN, 2 * self.batch_size)
-
-
-def native_bf16(device: str) -> bool:
-    """bf16 pays off only where the hardware has it: CUDA with bf16 support, or a CPU with AVX-512 BF16/AMX."""
-    if device.startswith("cuda"):
-        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
-
-
-def resolve_precision(requested: str, device: str) -> str:
-    if requested == "auto":
-        return "bf16" if native_bf16(device) else "fp32"
-    return requested
-
-
-def autocast(precision: str, device: str):
-    if precision == "bf16":
-        return torch.autocast(device_type="cuda" if device.startswith("cuda") else "cpu", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
 
 
 def loss_fn(kind: str) -> Callable[[torch.Tensor, torch.Tensor], torch.Tensor]:
@@ -135,7 +127,10 @@ def _schedule(cfg: TrainConfig, total: int) -> Callable[[int], float]:
 
 
 def _rng_state() -> dict[str, Any]:
-    return {"torch": torch.get_rng_state()}
+    state: dict[str, Any] = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # dropout on a GPU draws from its generators
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
 
 
 @dataclass
@@ -201,8 +196,14 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"]["torch"])
+        if "cuda" in state["rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         st = LoopState.from_checkpoint(state)
         yield {"type": "log", "message": f"resumed from step {st.step}"}
+
+    pending: list[torch.Tensor] = []  # this interval's step losses, still on the device
+    reads = [0]  # host reads of the loss (each one a sync on CUDA)
+    read_every = cfg.read_every
 
     def save_resume() -> Iterator[dict[str, Any]]:
         assert resume_path is not None
@@ -226,7 +227,7 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
         return {"type": "train_end", "status": status, "best_step": st.best_step,
                 "best_value": None if st.best_value == -math.inf else st.best_value, "steps_done": st.step,
                 "total_steps": total, "losses": st.losses, "val_curve": st.val_curve,
-                "samples_per_s": st.seen / st.train_time if st.train_time > 0 else 0.0}
+                "samples_per_s": st.seen / st.train_time if st.train_time > 0 else 0.0, "host_reads": reads[0]}
 
     def run_eval() -> dict[str, Any]:
         module.eval()
@@ -235,6 +236,40 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
         st.record_eval(st.step, result["value"], named)
         return {"type": "eval", "step": st.step, "split": "validation", "value": result["value"],
                 "loss": result.get("loss")}
+
+    def read_losses() -> dict[str, Any]:
+        """Read the interval's losses to the host (one transfer); the step event for them, or the end of a
+        diverged run. Timed as training: on CUDA the read waits for the interval's queued steps."""
+        tick = time.perf_counter()
+        values = torch.stack(pending).float().cpu().tolist()
+        reads[0] += 1
+        st.train_time += time.perf_counter() - tick
+        first = st.step - len(values) + 1
+        pending.clear()
+        for offset, value in enumerate(values):
+            if not math.isfinite(value):
+                # The steps after the first bad one trained on its weights: the run ends where the loss broke.
+                st.step = first + offset - 1
+                st.losses.extend((first + i, v) for i, v in enumerate(values[:offset]))
+                error = diverged_error(st.step + 1, value, cfg.lr, st.best_step)
+                return {"type": "log", "message": error, "diverged": error}
+        st.losses.extend((first + i, v) for i, v in enumerate(values))
+        return {"type": "step", "step": st.step, "steps": len(values), "epoch": round(st.step / per_epoch, 3),
+                "loss": sum(values) / len(values), "lr": scheduler.get_last_lr()[0],
+                "samples_per_s": st.seen / st.train_time if st.train_time > 0 else 0.0}
+
+    def flush() -> Iterator[dict[str, Any]]:
+        """Read what is pending; yields its step event, or ends the run (``StopIteration`` value: ended)."""
+        if not pending:
+            return False
+        event = read_losses()
+        if "diverged" in event:
+            error = event.pop("diverged")
+            yield event
+            yield {**finish("diverged"), "error": error}
+            return True
+        yield event
+        return False
 
     module.train()
     start_epoch, skip = divmod(st.step, per_epoch)
@@ -247,25 +282,22 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
             with autocast(cfg.precision, cfg.device):
                 logits = forward(batch)
             loss = criterion(logits.float(), batch.labels)
-            if not torch.isfinite(loss):
-                error = diverged_error(st.step + 1, loss.item(), cfg.lr, st.best_step)
-                yield {"type": "log", "message": error}
-                yield {**finish("diverged"), "error": error}
-                return
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             if cfg.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
             optimizer.step()
             scheduler.step()
+            pending.append(loss.detach())
             st.step += 1
             st.seen += len(batch.index)
             st.train_time += time.perf_counter() - tick
-            value = float(loss.item())
-            st.losses.append((st.step, value))
-            yield {"type": "step", "step": st.step, "epoch": round(st.step / per_epoch, 3), "loss": value,
-                   "lr": scheduler.get_last_lr()[0], "samples_per_s": st.seen / st.train_time}
-            if st.step % eval_every == 0 or st.step == total:
+            evaluating = st.step % eval_every == 0 or st.step == total
+            checkpointing = bool(resume_path and cfg.checkpoint_every > 0 and st.step % cfg.checkpoint_every == 0)
+            if st.step % read_every == 0 or evaluating or checkpointing or st.step == total:
+                if (yield from flush()):
+                    return
+            if evaluating:
                 yield run_eval()
                 if cfg.patience > 0 and st.bad_evals >= cfg.patience:
                     yield {"type": "log", "message": f"early stop at step {st.step}: no improvement in "
@@ -274,16 +306,20 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                     return
             if between_steps is not None and (event := between_steps(st.step)) is not None:
                 yield event
-            if resume_path and cfg.checkpoint_every > 0 and st.step % cfg.checkpoint_every == 0:
+            if checkpointing:
                 yield from save_resume()
             reason = should_stop()
             if reason:
+                if (yield from flush()):
+                    return
                 if resume_path:
                     yield from save_resume()
                 yield finish(reason)
                 return
         if st.step >= total:
             break
+    if (yield from flush()):
+        return
     if not st.val_curve or st.val_curve[-1][0] != st.step:
         yield run_eval()
     yield finish("done")

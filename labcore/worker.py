@@ -96,7 +96,8 @@ class Worker:
     # ----------------------------------------------------------------------------------- the loop
     def serve(self) -> int:
         """Run until stopped; returns the number of jobs handled."""
-        self.store.worker_heartbeat(self.pid, state="starting")
+        # The GPU its supervisor gave it (labcore.pool), for the Runs page; "" where it sees the machine's.
+        self.store.worker_heartbeat(self.pid, state="starting", gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
         beat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
         beat.start()
         handled = 0

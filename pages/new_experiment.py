@@ -18,6 +18,7 @@ from labcore.data import upload as uploads
 from labcore.errors import LabError
 from labcore.fmt import fmt_duration
 from labcore.models.backbones import known_positions
+from labcore.device import budget_device
 from labcore.spec import RunSpec, make_spec, train_defaults
 from labcore.resolve import resolve_spec
 from pages import common, state
@@ -147,12 +148,13 @@ def fold_choice(name: str) -> int:
 
 folds = fold_choice(discipline)
 # ------------------------------------------------------------------------------------------ advanced
-defaults = train_defaults(budget, protocol)
+device_kind = budget_device()  # the budget's values for where the workers train (standard: larger on a GPU)
+defaults = train_defaults(budget, protocol, device_kind)
 family = spec_lib._family(budget, protocol)
 overrides: dict[str, Any] = {}
 with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
-    st.caption(f"Defaults of the {budget} budget for this protocol; change one and only that one goes into the "
-               f"spec.")
+    st.caption(f"Defaults of the {budget} budget for this protocol{' on a GPU' if device_kind == 'cuda' else ''}; "
+               f"change one and only that one goes into the spec.")
     cols = st.columns(4)
     for i, param in enumerate(spec_lib.BUDGET_PARAMS):  # one widget per hyper-parameter
         col = cols[i % 4]

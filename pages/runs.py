@@ -19,7 +19,7 @@ import streamlit as st
 from labcore import figures
 from labcore.errors import LabError
 from labcore.events import stage_curves
-from labcore.fmt import fmt_age, fmt_duration
+from labcore.fmt import fmt_age, fmt_duration, fmt_speed
 from labcore.protocols import PROTOCOLS
 from labcore.record import RunRecord
 from labcore.spec import RunSpec
@@ -113,8 +113,22 @@ if state.is_teacher():
 
 
 # ----------------------------------------------------------------------------------------------- the list
+def _device(result: dict, worker: dict | None) -> str:
+    """Which device a run trained on: its record's (finished), else the GPU its worker holds (running)."""
+    if result.get("device"):
+        name = result.get("device_name", "")
+        gpus = result.get("visible_gpus") or []
+        where = f"{result['device']}" + (f" (GPU {gpus[0]})" if result["device"].startswith("cuda") and len(gpus) == 1
+                                          else "")
+        return f"{where} {name}".strip()
+    if worker is not None and worker.get("gpu"):
+        return f"cuda (GPU {worker['gpu']})"
+    return ""
+
+
 def _table(rows) -> pd.DataFrame:
     cache = state.stream_cache()
+    workers = {w.get("run"): w for w in store.workers(role="worker") if w.get("run")}
     out = []
     for r in rows:
         beat = store.heartbeat_of(r["key"]) if r["status"] == "running" else None
@@ -125,6 +139,7 @@ def _table(rows) -> pd.DataFrame:
         test = result.get("test", {}).get(result.get("metric", ""), None)
         out.append({"status": r["status"], "run": r.get("label", ""), "progress": prog.fraction,
                     "where": prog.text, "test": test, "node": r.get("node") or r.get("host") or "",
+                    "device": _device(result, workers.get(r["key"]) if r["status"] == "running" else None),
                     "groups": ", ".join(r.get("groups", [])),
                     "started by": state.who_label(r.get("started_by")) if "started_by" in r else "",
                     "waiting": len(r.get("requesters") or []) if r["status"] in ACTIVE else None,
@@ -139,6 +154,8 @@ with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "test": st.column_config.NumberColumn("test metric", format="%.3f"),
             "node": st.column_config.TextColumn("ran on", help="The machine (a Ray node, or this one) that ran it"),
+            "device": st.column_config.TextColumn("device", help="The CPU or GPU it trained on (with several GPUs, "
+                                                                  "each worker has one)"),
         })
     run_list()
 
@@ -250,6 +267,8 @@ for key in keys:
                         f"{fmt_duration(result.get('wall_time_s'))} · "
                         f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
                         f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
+            if fmt_speed(result):
+                st.caption(fmt_speed(result) + ".")
             interval, small = common.test_reliability(result)
             if interval:
                 st.caption(f"Test accuracy: {interval}.")

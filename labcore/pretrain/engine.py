@@ -28,7 +28,9 @@ from labcore.pretrain import corpora
 from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
                                   substitute_rows, train_embeddings_only)
 from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
-from labcore.train import TrainConfig, autocast, resolve_precision, summarize_losses, train
+from labcore import device as devices
+from labcore.device import autocast, resolve_precision
+from labcore.train import TrainConfig, summarize_losses, train
 
 CommitFn = Callable[[Path, Path], None]
 StopFn = Callable[[], "str | None"]
@@ -64,7 +66,8 @@ class MlmObjective:
         self.model, self.held_out, self.cfg, self.seed = model, held_out, cfg, seed
         # A random replacement (10 % of the chosen positions) draws an ordinary token, never a special one.
         self.replacements = torch.from_numpy(corpora.sampleable_ids())
-        self.accuracy = math.nan
+        self.correct: torch.Tensor | None = None  # masked predictions right since the last read, on the device
+        self.predicted: torch.Tensor | None = None  # masked positions since the last read, on the device
 
     def loss(self, ids, mask, generator=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         inputs, positions, targets = mask_tokens(ids, mask, self.replacements, generator=generator)
@@ -73,8 +76,20 @@ class MlmObjective:
 
     def forward(self, batch) -> torch.Tensor:
         loss, logits, targets = self.loss(batch.inputs, batch.mask)
-        self.accuracy = float((logits.detach().argmax(-1) == targets).float().mean())
+        # Counted on the device and read with the loop's step event (no host sync per step on a GPU).
+        correct = (logits.detach().argmax(-1) == targets).sum()
+        self.correct = correct if self.correct is None else self.correct + correct
+        self.predicted = (torch.tensor(len(targets), device=correct.device) if self.predicted is None
+                          else self.predicted + len(targets))
         return loss
+
+    def read_accuracy(self) -> float:
+        """Masked accuracy over the steps since the last read (those of one step event)."""
+        if self.correct is None or self.predicted is None:
+            return math.nan
+        correct, predicted = torch.stack([self.correct, self.predicted]).tolist()
+        self.correct = self.predicted = None
+        return correct / predicted if predicted else math.nan
 
     def evaluate(self) -> dict[str, float]:
         generator = torch.Generator(device=self.cfg.device).manual_seed(self.seed + EVAL_SEED_OFFSET)
@@ -89,6 +104,33 @@ class MlmObjective:
         return {"value": correct / total, "loss": loss_sum / total}
 
 
+MASKED_SHARE = 0.15  # of the positions (labcore.pretrain.mlm.mask_tokens): those the decoder runs on
+
+
+def useful_flops_per_token(size_name: str, length: float, masked_share: float = MASKED_SHARE) -> float:
+    """Training FLOPs a token needs when only the masked positions are predicted: every block but the last
+    for every row; the last block's keys and values for every row and the rest for the masked rows; the LM
+    head for the masked rows (6 FLOPs a parameter and token: forward and backward), plus attention."""
+    from labcore.pretrain.mlm import VOCAB_SIZE
+
+    size = SIZES[size_name]
+    h = size.hidden
+    block = 4 * h * h + 2 * h * size.ffn  # attention projections and feed-forward
+    last = 2 * h * h + (2 * h * h + 2 * h * size.ffn) * masked_share
+    head = (h * VOCAB_SIZE + h * h) * masked_share
+    attention = 2 * length * h * (size.layers - 1 + masked_share)  # scores and weighted sum
+    return 6 * ((size.layers - 1) * block + last + head + attention)
+
+
+def speed_fields(device: str, precision: str, size_name: str, tokens_per_s: float, length: float) -> dict[str, Any]:
+    """The record's device and speed fields (the same names as a run's record: labcore.record.RunRecord)."""
+    flops = useful_flops_per_token(size_name, length)
+    peak = devices.peak_flops(device, precision)
+    return {"device_name": devices.describe(device), "visible_gpus": devices.visible_gpus(),
+            "peak_memory_mb": devices.peak_memory_mb(device), "flops_per_token": flops, "peak_flops": peak,
+            "mfu": devices.mfu(tokens_per_s, flops, peak)}
+
+
 def unigram_baseline(data: Encoded) -> float:
     """The masked accuracy of always guessing the corpus's most frequent id (what a model that learnt only
     the unigram distribution gets)."""
@@ -100,7 +142,7 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
                   should_stop: StopFn = lambda: None, resume: bool = False, checkpoint_every: int = 0,
                   threads: int | None = None, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
     """Pretrain ``spec``; on success write the backbone ``lab:<name>`` and end with its record."""
-    from labcore.models.cpu_kernels import use_cpu_kernels
+    from labcore.models.cpu_kernels import kernels_for
     from labcore.pretrain import export
 
     started = time.time()
@@ -109,7 +151,7 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
     requested_threads = threads or os.cpu_count() or 1
     torch.set_num_threads(requested_threads)
     cpu_before = cores.sample()  # what other processes do while this prepares decides its threads
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = devices.choose_device()
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
     size = SIZES[spec.size]
@@ -128,12 +170,12 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
     if spec.train == "embeddings":
         train_embeddings_only(model)
     model = model.to(device)
-    notes = use_cpu_kernels(model.body) if device == "cpu" else []
+    cfg = train_config(spec, device, checkpoint_every)
+    notes = devices.setup(device, cfg.precision) + kernels_for(model.body, device)
     if device == "cpu":
         used_threads, busy = cores.choose_threads(requested_threads, cpu_before)
         torch.set_num_threads(used_threads)
         notes.append(cores.thread_note(used_threads, requested_threads, busy))
-    cfg = train_config(spec, device, checkpoint_every)
     n_params = sum(p.numel() for p in model.parameters())
     n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
     yield {"type": "log", "message": f"RoBERTa-shaped, {size.describe()}: {n_params:,} parameters, {n_trained:,} "
@@ -147,7 +189,7 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
     for event in train(model, objective.forward, data, cfg, evaluate=objective.evaluate, workdir=workdir,
                        should_stop=should_stop, resume=resume, commit_file=commit_file):
         if event["type"] == "step":
-            event = {**event, "accuracy": objective.accuracy,
+            event = {**event, "accuracy": objective.read_accuracy(),
                      "tokens_per_s": event["samples_per_s"] * mean_tokens}
         elif event["type"] == "eval":
             event = {**event, "metric": "masked_accuracy"}
@@ -166,8 +208,9 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
         "eval_accuracy": last.get("value"), "best_step": end["best_step"],
         "unigram_baseline_accuracy": unigram_baseline(held_out), "tokens_per_s": end["samples_per_s"] * mean_tokens,
-        "wall_s": round(time.time() - started, 1),  # this attempt's "precision": cfg.precision, "device": device,
-        "threads": torch.get_num_threads(),
+        "wall_s": round(time.time() - started, 1),  # this attempt's
+        "precision": cfg.precision, "device": device, "threads": torch.get_num_threads(),
+        **speed_fields(device, cfg.precision, spec.size, end["samples_per_s"] * mean_tokens, mean_tokens),
         "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
         "spec": spec.__dict__, "key": key}
     if status != "done":

@@ -719,11 +719,12 @@ class Store:
         """Who held the workers and when, or None."""
         return self.cache.get("meta/workers-held")
 
-    def register_worker(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker") -> None:
-        self.worker_registry.register(pid, state=state, command=command, role=role)
+    def register_worker(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker",
+                        gpu: str = "") -> None:
+        self.worker_registry.register(pid, state=state, command=command, role=role, gpu=gpu)
 
-    def worker_heartbeat(self, pid: int, *, state: str, run: str | None = None) -> None:
-        self.worker_registry.heartbeat(pid, state=state, job=run)
+    def worker_heartbeat(self, pid: int, *, state: str, run: str | None = None, gpu: str | None = None) -> None:
+        self.worker_registry.heartbeat(pid, state=state, job=run, gpu=gpu)
 
     def unregister_worker(self, pid: int) -> None:
         self.worker_registry.unregister(pid)

@@ -19,16 +19,21 @@ class WorkerRegistry:
         self.settings = settings
         self.index = IndexList(cache, "workers")
 
-    def register(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker") -> None:
+    def register(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker",
+                 gpu: str = "") -> None:
+        """``gpu``: the CUDA_VISIBLE_DEVICES its supervisor gave it ("" where it inherited the machine's)."""
         now = time.time()
         with self.cache.transact(retry=True):
             self.cache.set(f"worker/{pid}", {"pid": pid, "host": HOST, "state": state, "run": None,
-                                             "started_at": now, "t": now, "command": command, "role": role})
+                                             "started_at": now, "t": now, "command": command, "role": role,
+                                             "gpu": gpu})
             self.index.add(pid)
 
-    def heartbeat(self, pid: int, *, state: str, job: str | None = None) -> None:
+    def heartbeat(self, pid: int, *, state: str, job: str | None = None, gpu: str | None = None) -> None:
         info = self.cache.get(f"worker/{pid}") or {"pid": pid, "host": HOST, "started_at": time.time(),
                                                    "command": ""}
+        if gpu is not None:
+            info = dict(info, gpu=gpu)
         if pid not in self.index.items():
             with self.cache.transact(retry=True):
                 self.index.add(pid)

@@ -1,0 +1,467 @@
+"""The lab on a GPU, in one command: four measurements, one line of figures each, with an MFU for each.
+
+    python bench/gpu.py                  # on a CUDA machine: (a)-(d) below; without CUDA it says so and exits 0
+    python bench/gpu.py --profile        # and, after each, torch.profiler's table of the top kernels
+    python bench/gpu.py --pack DIR       # here: what a bare GPU machine needs, into DIR (under 64 MiB)
+    python bench/gpu.py --carried DIR    # there: with DIR instead of the lab's assets and data registry
+    python bench/gpu.py --try-on-cpu     # tiny versions of (a)-(d) on this CPU, to check the code paths
+
+(a) finetune: the lab's fine-tune step (MiniLM on dna-splice, the GPU ``standard`` batch of 64) against
+    ``transformers.Trainer`` at the same precision on the same model and examples (full vocabulary, as a
+    Trainer user feeds them); samples/s after a warm-up, and the ratio (target: lab >= 1.3x).
+(b) bert-base: a BERT-base sized model (12 x 768, randomly initialised: weights do not change speed) in the
+    lab's loop at batch 32 x 128 tokens; tokens/s and MFU (target: >= 35 % of the measured bf16 matmul rate).
+(c) splice-standard: MiniLM on dna-splice end to end at the ``standard`` budget as a GPU resolves it (batch
+    64, lr 1e-4): test accuracy, wall time, training tokens/s against the CPU quick run's typical tokens/s
+    (target: >= 20x).
+(d) mlm: the MLM pretraining step (RoBERTa-base's shape, ``--size paper``) of labcore.pretrain against a plain
+    transformers RobertaForMaskedLM step, tokens/s and MFU.
+
+MFU is training FLOPs per token (labcore.device: 6 per trained matrix parameter, 4 per frozen one, plus
+attention; the MLM step's own count, labcore.pretrain.engine) times tokens/s, over the device's matrix-product
+rate measured in the same precision (cached in cache/device-rates.json).
+
+The GPU machines this project borrows have torch, transformers and numpy but not the lab's other
+requirements (streamlit, diskcache, datasets, music21) and reach no registry: ``--pack DIR`` writes MiniLM
+in bf16 (config, tokenizer, weights: ~44 MB), dna-splice as the lab encodes it (JSON: the run's random
+mapping applied, the vocabulary sliced) and the MLM batches, and ``--carried DIR`` reads them there. Only
+torch, transformers, numpy (and the Trainer's accelerate) are imported in that mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PACK_MODEL = "minilm-bf16"
+PACK_SPLICE = "dna-splice.json"
+PACK_MLM = "mlm-batches.json"
+PACK_LIMIT = 64 * 2**20
+SPLICE_CLASSES = 3
+
+
+@dataclass(frozen=True)
+class Scale:
+    """How big each measurement is: the GPU's, or tiny ones that check the code on a CPU."""
+
+    finetune_batch: int
+    warmup: int  # steps before timing starts (kernels chosen, caches and allocator warm)
+    timed: int  # steps timed
+    bert: dict[str, int]  # BertConfig of (b)
+    bert_batch: int
+    bert_length: int
+    mlm_size: str
+    mlm_batch: int
+    e2e_max_steps: int  # 0: the whole standard budget
+    rounds: int
+
+
+GPU = Scale(finetune_batch=64, warmup=25, timed=100,
+            bert=dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
+            bert_batch=32, bert_length=128, mlm_size="paper", mlm_batch=32, e2e_max_steps=0, rounds=2)
+CPU_TRY = Scale(finetune_batch=8, warmup=2, timed=3,
+                bert=dict(hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
+                bert_batch=4, bert_length=32, mlm_size="tiny", mlm_batch=4, e2e_max_steps=4, rounds=1)
+
+
+# ------------------------------------------------------------------------------------------ the data
+@dataclass
+class Splice:
+    """dna-splice as a run of MiniLM encodes it, and the MiniLM folder it goes with."""
+
+    splits: dict[str, Any]  # name -> labcore.encode.Encoded (sliced vocabulary ids)
+    vocab_rows: tuple[int, ...]  # sliced id -> MiniLM id
+    model_folder: str
+
+    def full_ids(self, split: str) -> list[list[int]]:
+        """The split's examples in MiniLM's own ids (what a Trainer user feeds)."""
+        return [[self.vocab_rows[i] for i in x] for x in self.splits[split].inputs]
+
+
+def splice_from_lab(train_size: str = "full") -> Splice:
+    from labcore import assets
+    from labcore.run import Prepared
+    from labcore.spec import make_spec
+
+    prepared = Prepared(make_spec(model="minilm", discipline="dna-splice", budget="standard", train_size=train_size))
+    return Splice(prepared.splits, tuple(prepared.vocab_rows), str(assets.require("minilm")))
+
+
+def splice_from_pack(folder: Path) -> Splice:
+    import numpy as np
+
+    from labcore.encode import Encoded
+
+    data = json.loads((folder / PACK_SPLICE).read_text())
+    splits = {name: Encoded([np.asarray(x, dtype=np.int64) for x in s["inputs"]], np.asarray(s["labels"], dtype=np.int64))
+              for name, s in data["splits"].items()}
+    return Splice(splits, tuple(data["vocab_rows"]), str(folder / PACK_MODEL))
+
+
+def mlm_batches(scale: Scale, carried: Path | None):
+    """The MLM batches of (d): (ids [B, L], mask [B, L], real tokens), the ``nested`` corpus."""
+    import torch
+
+    if carried is None:
+        import pretrain as pretrain_bench
+
+        return pretrain_bench.batches(scale.warmup + scale.timed, scale.mlm_batch)
+    rows = json.loads((carried / PACK_MLM).read_text())["batches"]
+    out = []
+    for batch in rows:
+        longest = max(len(x) for x in batch)
+        ids = torch.zeros(len(batch), longest, dtype=torch.long)
+        mask = torch.zeros(len(batch), longest, dtype=torch.long)
+        for i, x in enumerate(batch):
+            ids[i, :len(x)] = torch.tensor(x)
+            mask[i, :len(x)] = 1
+        out.append((ids, mask, int(mask.sum())))
+    return out[:scale.warmup + scale.timed]
+
+
+def use_carried_vocabulary(folder: Path) -> None:
+    """The MLM corpus's vocabulary is MiniLM's (labcore.pretrain.vocab reads it from the minilm asset, which a
+    bare machine has not): read it from the carried MiniLM folder instead."""
+    from labcore.pretrain import vocab
+
+    tokens = tuple((folder / PACK_MODEL / "vocab.txt").read_text(encoding="utf-8").splitlines())
+    vocab.vocabulary = lambda: tokens
+    vocab.sampleable_ids.cache_clear()
+
+
+def pack(folder: Path, scale: Scale = GPU) -> None:
+    """Write what a bare GPU machine needs for (a)-(d) into ``folder``."""
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    import pretrain as pretrain_bench
+
+    folder.mkdir(parents=True, exist_ok=True)
+    splice = splice_from_lab()
+    model_dir = folder / PACK_MODEL
+    model_dir.mkdir(exist_ok=True)
+    source = Path(splice.model_folder)
+    for name in ("config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt"):
+        if (source / name).is_file():
+            (model_dir / name).write_bytes((source / name).read_bytes())
+    # bf16 halves the file; the lab loads backbones in fp32 (labcore.models.backbones), so the carried model
+    # starts from the bf16-rounded weights, which changes speed in nothing and accuracy in the last digits.
+    weights = {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(str(source / "model.safetensors")).items()}
+    save_file(weights, str(model_dir / "model.safetensors"), metadata={"format": "pt"})
+    splits = {name: {"inputs": [x.tolist() for x in s.inputs], "labels": s.labels.tolist()}
+              for name, s in splice.splits.items()}
+    (folder / PACK_SPLICE).write_text(json.dumps({"vocab_rows": list(splice.vocab_rows), "splits": splits}))
+    batches = pretrain_bench.batches(scale.warmup + scale.timed, scale.mlm_batch)
+    rows = [[ids[i, :int(mask[i].sum())].tolist() for i in range(len(ids))] for ids, mask, _ in batches]
+    (folder / PACK_MLM).write_text(json.dumps({"corpus": "nested", "batches": rows}))
+    size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+    print(f"packed {folder}: MiniLM in bf16, dna-splice ({', '.join(f'{n} {len(s.inputs)}' for n, s in splice.splits.items())}), "
+          f"{len(rows)} MLM batches; {size / 2**20:.1f} MiB" + (" (over the 64 MiB a device call carries)" if size > PACK_LIMIT
+                                                              else ""))
+
+
+# ------------------------------------------------------------------------------------------ helpers
+def lab_minilm(splice: Splice, device: str, seed: int = 0):
+    """MiniLM as a run builds it for dna-splice: sliced vocabulary, a 3-class head, the full protocol."""
+    from labcore import models, protocols
+    from labcore.models.cpu_kernels import kernels_for
+
+    base, tokenizer, info = models.load_backbone(f"local:{splice.model_folder}", "pretrained", seed=seed)
+    model = models.build_lab_model_from(base, tokenizer, info, adapter="vocab", num_outputs=SPLICE_CLASSES,
+                                        vocab_rows=splice.vocab_rows, seed=seed)
+    protocols.PROTOCOLS["full"].apply(model, protocols.parse_protocol_params("full", {}), seed)
+    model.to(device)
+    kernels_for(model.backbone, device)
+    return model
+
+
+def config(device: str, precision: str, **values: Any):
+    """The loop's configuration: the standard budget as a GPU resolves it, then ``values``."""
+    from labcore.spec import TrainParams, train_defaults
+    from labcore.train import TrainConfig
+
+    budget = train_defaults("standard", "full", "cuda")
+    params = {f.name: budget[f.name] for f in dataclasses.fields(TrainParams)}
+    return TrainConfig(**{**params, "seed": 0, "loss": "ce", "precision": precision, "device": device, **values})
+
+
+def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float]:
+    """(samples/s, real tokens/s) of the lab's loop after ``warmup`` steps, timed between step events (each
+    reads the losses, so the device has finished the steps before it)."""
+    from labcore.train import train
+
+    lengths = data.lengths()
+    counted: list[tuple[int, int]] = []  # (examples, real tokens) of each step, on the host
+    marks: dict[int, float] = {}
+
+    def forward(batch):
+        counted.append((len(batch.index), int(lengths[batch.index].sum())))
+        return model(batch.inputs, batch.mask)
+
+    for event in train(model, forward, data, cfg, evaluate=lambda: {"value": 0.0}):
+        if event["type"] == "step":
+            marks[event["step"]] = time.perf_counter()
+    first, last = min(s for s in marks if s >= warmup), max(marks)
+    elapsed = marks[last] - marks[first]
+    done = counted[first:last]
+    return sum(n for n, _ in done) / elapsed, sum(t for _, t in done) / elapsed
+
+
+def peak(device: str, precision: str) -> float:
+    from labcore import device as devices
+
+    return devices.peak_flops(device, precision)
+
+
+def profile(label: str, device: str, run: Callable[[], Any], rows: int = 15) -> None:
+    """torch.profiler's top kernels (by time on the device) while ``run`` runs."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile as torch_profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    with torch_profile(activities=activities) as prof:
+        run()
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    key = "self_cuda_time_total" if device.startswith("cuda") else "self_cpu_time_total"
+    print(f"--- profile of {label}: top {rows} by {key}")
+    print(prof.key_averages().table(sort_by=key, row_limit=rows), flush=True)
+
+
+def report(line: str, profiled: tuple | bool) -> None:
+    """Print a measurement's line; then, where ``profiled`` is (label, model, data, cfg), :func:`profile` two
+    loss-read intervals of that loop."""
+    print(line, flush=True)
+    if profiled:
+        label, model, data, cfg = profiled
+        short = dataclasses.replace(cfg, max_steps=min(cfg.max_steps, 2 * cfg.read_every))
+        profile(label, cfg.device, lambda: timed_loop(model, data, short, 0))
+
+
+# ------------------------------------------------------------------------------------ (a) fine-tune
+def trainer_rate(splice: Splice, batch: int, warmup: int, timed: int, precision: str, device: str) -> float:
+    """Samples/s of transformers.Trainer on the same examples (full vocabulary), after ``warmup`` steps."""
+    import torch
+    from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
+                              TrainerCallback, TrainingArguments)
+
+    cuda = device.startswith("cuda")
+    rows = [{"input_ids": ids, "attention_mask": [1] * len(ids), "labels": int(y)}
+            for ids, y in zip(splice.full_ids("train"), splice.splits["train"].labels)]
+    model = AutoModelForSequenceClassification.from_pretrained(splice.model_folder, num_labels=SPLICE_CLASSES,
+                                                               dtype=torch.float32)
+    marks: dict[str, float] = {}
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == warmup:
+                if cuda:
+                    torch.cuda.synchronize()
+                marks["start"] = time.perf_counter()
+
+        def on_train_end(self, args, state, control, **kwargs):
+            if cuda:
+                torch.cuda.synchronize()
+            marks["end"] = time.perf_counter()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(output_dir=tmp, per_device_train_batch_size=batch, max_steps=warmup + timed,
+                                 learning_rate=1e-4, warmup_steps=0.06, report_to="none", save_strategy="no",
+                                 logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=0,
+                                 bf16=precision == "bf16", tf32=cuda and precision == "fp32" or None,
+                                 use_cpu=not cuda)
+        tokenizer = AutoTokenizer.from_pretrained(splice.model_folder)
+        trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=DataCollatorWithPadding(tokenizer),
+                          callbacks=[Clock()])
+        trainer.train()
+    return timed * batch / (marks["end"] - marks["start"])
+
+
+def bench_finetune(splice: Splice, scale: Scale, device: str, precision: str, profiled: bool) -> None:
+    from labcore import device as devices
+
+    data = splice.splits["train"]
+    cfg = config(device, precision, batch_size=scale.finetune_batch, max_steps=scale.warmup + scale.timed,
+                 eval_every=10**9, patience=0, min_evals=0)
+    labs, trainers = [], []
+    tokens_per_sample = float(data.lengths().mean())
+    for _ in range(scale.rounds):
+        labs.append(timed_loop(lab_minilm(splice, device), data, cfg, scale.warmup))
+        trainers.append(trainer_rate(splice, scale.finetune_batch, scale.warmup, scale.timed, precision, device))
+    lab_samples = statistics.median(s for s, _ in labs)
+    lab_tokens = statistics.median(t for _, t in labs)
+    trainer = statistics.median(trainers)
+    model = lab_minilm(splice, device)
+    flops, rate = devices.module_flops_per_token(model, tokens_per_sample), peak(device, precision)
+    line = (f"(a) finetune minilm dna-splice batch {scale.finetune_batch} {precision}: lab {lab_samples:,.1f} samples/s "
+            f"({lab_tokens:,.0f} tokens/s), Trainer {trainer:,.1f} samples/s, lab/Trainer {lab_samples / trainer:.2f}x "
+            f"(target >= 1.3), MFU lab {devices.mfu(lab_tokens, flops, rate):.1%} Trainer "
+            f"{devices.mfu(trainer * tokens_per_sample, flops, rate):.1%}")
+    report(line, profiled and ("(a) the lab's fine-tune step", model, data, cfg))
+
+
+# ------------------------------------------------------------------------------------ (b) BERT-base
+def bench_bert_base(scale: Scale, device: str, precision: str, profiled: bool) -> None:
+    import numpy as np
+    import torch
+    from transformers import BertConfig, BertModel
+
+    from labcore import device as devices
+    from labcore import models
+    from labcore.encode import Encoded
+    from labcore.models.backbones import backbone_info
+    from labcore.models.cpu_kernels import kernels_for
+
+    torch.manual_seed(0)
+    bert = BertConfig(**scale.bert)
+    bert._attn_implementation = "sdpa"
+    base = BertModel(bert, add_pooling_layer=False)
+    info = backbone_info("bert-base (random init)", base, None, init="random")
+    model = models.build_lab_model_from(base, None, info, adapter="vocab", num_outputs=2)
+    model.to(device)
+    kernels_for(model.backbone, device)
+    steps = scale.warmup + scale.timed
+    rng = np.random.default_rng(0)
+    n = steps * scale.bert_batch
+    rows = [np.concatenate([[101], rng.integers(1000, bert.vocab_size, scale.bert_length - 2), [102]]) for _ in range(n)]
+    data = Encoded(rows, rng.integers(0, 2, n))
+    cfg = config(device, precision, batch_size=scale.bert_batch, max_steps=steps, eval_every=10**9, patience=0,
+                 min_evals=0, lr=1e-4)
+    _, tokens = timed_loop(model, data, cfg, scale.warmup)
+    flops, rate = devices.module_flops_per_token(model, scale.bert_length), peak(device, precision)
+    report(f"(b) bert-base-sized ({bert.num_hidden_layers} x {bert.hidden_size}, random init) batch {scale.bert_batch} "
+           f"x {scale.bert_length} {precision}: {tokens:,.0f} tokens/s, {flops / 1e6:,.0f} MFLOP/token, peak "
+           f"{rate / 1e12:,.1f} TFLOP/s, MFU {devices.mfu(tokens, flops, rate):.1%} (target >= 35 %), memory peak "
+           f"{devices.peak_memory_mb(device):,.0f} MB", profiled and ("(b) the bert-base step", model, data, cfg))
+
+
+# ------------------------------------------------------------------------- (c) splice, standard, end to end
+def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, precision: str, carried: bool) -> None:
+    from labcore import device as devices
+    from labcore.spec import MINILM_TOKENS_PER_S
+
+    started = time.perf_counter()
+    if not carried:  # the lab's own run, exactly as a worker runs it
+        from labcore.run import run
+        from labcore.spec import make_spec
+
+        extra = {"max_steps": scale.e2e_max_steps, "train_size": "64"} if scale.e2e_max_steps else {}
+        record = run(make_spec(model="minilm", discipline="dna-splice", budget="standard", **extra), device=device)
+        accuracy, tokens, wall, mfu = (record.test.get("accuracy"), record.tokens_per_s, record.wall_time_s,
+                                       record.mfu)
+        batch, lr, steps = record.spec["batch_size"], record.spec["lr"], record.steps_done
+    else:  # the same steps from the carried data: model, loop, best-on-validation, test
+        from labcore.run import _predict, evaluate_logits
+        from labcore.train import train
+
+        info = SimpleNamespace(output_kind="class", metric="accuracy", vote_by_group=False)
+        model = lab_minilm(splice, device)
+        cfg = config(device, precision, **({"max_steps": scale.e2e_max_steps} if scale.e2e_max_steps else {}))
+        validation = splice.splits["validation"]
+        if scale.e2e_max_steps:
+            validation = validation.subset(range(min(64, len(validation))))
+
+        def evaluate() -> dict[str, float]:
+            result = evaluate_logits(_predict(model, validation, cfg.eval_batch_size, device, precision), validation, info)
+            return {"value": result["accuracy"], "loss": result["loss"]}
+
+        end: dict[str, Any] = {}
+        for event in train(model, lambda b: model(b.inputs, b.mask), splice.splits["train"], cfg, evaluate=evaluate):
+            if event["type"] == "train_end":
+                end = event
+        test = splice.splits["test"]
+        accuracy = evaluate_logits(_predict(model, test, cfg.eval_batch_size, device, precision), test, info)["accuracy"]
+        tokens = end["samples_per_s"] * float(splice.splits["train"].lengths().mean())
+        wall = time.perf_counter() - started
+        flops = devices.module_flops_per_token(model, float(splice.splits["train"].lengths().mean()))
+        mfu = devices.mfu(tokens, flops, peak(device, precision))
+        batch, lr, steps = cfg.batch_size, cfg.lr, end["steps_done"]
+    print(f"(c) splice-standard minilm dna-splice batch {batch} lr {lr:g} {precision}: test accuracy {accuracy:.3f}, "
+          f"{steps} steps, wall {wall:.1f} s, {tokens:,.0f} tokens/s = {tokens / MINILM_TOKENS_PER_S:.1f}x the CPU quick "
+          f"run's typical {MINILM_TOKENS_PER_S:,} tokens/s (target >= 20x), MFU {mfu:.1%}", flush=True)
+
+
+# ---------------------------------------------------------------------------------------- (d) MLM
+def bench_mlm(scale: Scale, device: str, precision: str, carried: Path | None, profiled: bool) -> None:
+    import pretrain as pretrain_bench
+
+    from labcore import device as devices
+    from labcore.pretrain.engine import useful_flops_per_token
+
+    data = mlm_batches(scale, carried)
+    length = sum(real for _, _, real in data) / sum(len(ids) for ids, _, _ in data)
+    lab = pretrain_bench.lab_rate(data, scale.warmup, precision, device, scale.mlm_size)
+    plain = pretrain_bench.plain_rate(data, scale.warmup, precision, device, scale.mlm_size)
+    flops = useful_flops_per_token(scale.mlm_size, length)
+    rate = peak(device, precision)
+    print(f"(d) mlm pretraining ({scale.mlm_size} size, batch {scale.mlm_batch}, nested corpus) {precision}: lab "
+          f"{lab:,.0f} tokens/s, plain transformers {plain:,.0f} tokens/s, ratio {lab / plain:.2f}, MFU lab "
+          f"{devices.mfu(lab, flops, rate):.1%} (useful FLOPs: decoder on the masked 15 % only)", flush=True)
+    if profiled:
+        few = data[:scale.warmup + min(scale.timed, 25)]
+        profile("(d) the lab's MLM step", device, lambda: pretrain_bench.lab_rate(few, scale.warmup, precision, device,
+                                                                                 scale.mlm_size))
+
+
+# ------------------------------------------------------------------------------------------------ main
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="store_true", help="print torch.profiler's top kernels after each")
+    parser.add_argument("--pack", metavar="DIR", help="write what a bare GPU machine needs into DIR, and exit")
+    parser.add_argument("--carried", metavar="DIR", help="read the model and data from DIR (written by --pack)")
+    parser.add_argument("--try-on-cpu", action="store_true", help="tiny versions on the CPU: check the code paths")
+    parser.add_argument("--only", default="abcd", help="which measurements, e.g. ab (default abcd)")
+    args = parser.parse_args(argv)
+    if args.pack:
+        pack(Path(args.pack))
+        return 0
+    import torch
+
+    if not torch.cuda.is_available() and not args.try_on_cpu:
+        print(f"no CUDA device here (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}): the GPU "
+              f"figures are measured on a machine with one. `--try-on-cpu` runs tiny versions here to check the code.")
+        return 0
+    from labcore import device as devices
+
+    if args.try_on_cpu:
+        os.environ[devices.SETTING] = "cpu"
+    device = devices.choose_device()
+    precision = devices.resolve_precision("auto", device)
+    scale = CPU_TRY if args.try_on_cpu else GPU
+    for note in devices.setup(device, precision):
+        print(note)
+    carried = Path(args.carried) if args.carried else None
+    if carried is not None:
+        use_carried_vocabulary(carried)
+    print(f"device {device} ({devices.describe(device)}), {precision}, torch {torch.__version__}; measured "
+          f"{precision} matrix-product rate {peak(device, precision) / 1e12:,.2f} TFLOP/s", flush=True)
+    splice = None
+    if set(args.only) & set("ac") and (carried is not None or "a" in args.only):
+        splice = splice_from_pack(carried) if carried is not None else splice_from_lab(
+            "256" if args.try_on_cpu else "full")
+    if "a" in args.only:
+        bench_finetune(splice, scale, device, precision, args.profile)
+    if "b" in args.only:
+        bench_bert_base(scale, device, precision, args.profile)
+    if "c" in args.only:
+        bench_splice_standard(splice, scale, device, precision, carried is not None)
+    if "d" in args.only:
+        bench_mlm(scale, device, precision, carried, args.profile)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
