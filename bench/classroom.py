@@ -15,7 +15,8 @@ Per N it prints:
   resident memory at the end; ``browsers cpu``: all Chromium processes this bench started (% of one core);
 * ``steps/s`` and ``rel``: the worker's training steps per second while watched, and relative to N = 1;
 * ``no view``: pages that never showed the demo's live view while watched (not live for that reason, not
-  because their view stood still), and ``p95 view s``: how long after the click pages first showed it.
+  because their view stood still), and ``p95 view s``: how long after the click pages first showed it;
+* ``driver cpu``: Playwright's driver and this bench, which take the cores from the class too.
 
 Pages are sampled once a second, so more than one change per second is not seen. Needs Debian's Chromium at
 /usr/bin/chromium, the python playwright package, and the demo's assets (``python -m labcore fetch``).
@@ -94,15 +95,22 @@ def descendants(root: int) -> list[int]:
     return found
 
 
-def browsers_cpu() -> float:
+def browsers_cpu(names: tuple[str, ...] = ("chrom",)) -> float:
+    """CPU seconds so far of this process's descendants whose command name holds one of ``names``."""
     total = 0.0
     for pid in descendants(os.getpid()):
         try:
-            if "chrom" in Path(f"/proc/{pid}/comm").read_text():
+            if any(name in Path(f"/proc/{pid}/comm").read_text() for name in names):
                 total += cpu_seconds(pid)
         except OSError:
             continue
     return total
+
+
+def driver_cpu() -> float:
+    """CPU seconds of what drives the browsers: Playwright's node process and this bench itself, which share
+    the cores with the class as the students' browsers do."""
+    return browsers_cpu(("node", "playwright")) + cpu_seconds(os.getpid())
 
 
 def p95(values: list[float]) -> float:
@@ -178,7 +186,7 @@ async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, 
             errors: dict[str, int] = {}  # why a sample of a page failed, by the error's first line
             beats: list[tuple[float, str, int]] = []
             server_pid = int(os.environ["_CLASSROOM_SERVER_PID"])
-            cpu0, browsers0, t0 = cpu_seconds(server_pid), browsers_cpu(), time.monotonic()
+            cpu0, browsers0, driver0, t0 = cpu_seconds(server_pid), browsers_cpu(), driver_cpu(), time.monotonic()
             while time.monotonic() - t0 < watch_s:
                 tick = time.monotonic()
                 for key in keys:
@@ -198,6 +206,7 @@ async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, 
             elapsed = time.monotonic() - t0
             server_cpu = (cpu_seconds(server_pid) - cpu0) / elapsed * 100
             chromium_cpu = (browsers_cpu() - browsers0) / elapsed * 100
+            bench_cpu = (driver_cpu() - driver0) / elapsed * 100
             server_mb = rss_mb(server_pid)
         finally:
             await browser.close()
@@ -206,6 +215,7 @@ async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, 
     # one that never changed; and a sample can fail outright. The three say different things about a class.
     row["no_caption"] = sum(1 for page in samples if not any(pts >= 0 for _, pts, _ in page))
     row["errors"] = errors
+    row["driver_cpu"] = bench_cpu
     # How long after the click a page first showed the demo's live view (an upper bound: pages are sampled
     # from the moment the worker trains); pages that never showed it count as the whole time watched.
     firsts = [next((t for t, pts, _ in page if pts >= 0), time.monotonic()) - clicked for page in samples]
@@ -288,12 +298,12 @@ def main() -> None:
         print(f"N={n}: {row}", flush=True)
     solo = next((r["steps_s"] for n, r in rows if n == 1), None)
     print(f"\n{'N':>3} {'live':>7} {'updates/page/min':>16} {'max gap s':>9} {'p95 age s':>9} {'server cpu %':>12} "
-          f"{'server MB':>9} {'browsers cpu %':>14} {'steps/s':>8} {'rel':>5} {'no view':>7} {'p95 view s':>10}")
+          f"{'server MB':>9} {'browsers cpu %':>14} {'steps/s':>8} {'rel':>5} {'no view':>7} {'p95 view s':>10} {'driver cpu %':>12}")
     for n, r in rows:
         rel = f"{r['steps_s'] / solo:.2f}" if solo else "-"
         print(f"{n:>3} {r['live']:>3}/{r['pages']:<3} {r['updates']:>16.1f} {r['gap']:>9.1f} {r['age']:>9.1f} "
               f"{r['server_cpu']:>12.0f} {r['server_mb']:>9.0f} {r['browsers_cpu']:>14.0f} {r['steps_s']:>8.2f} "
-              f"{rel:>5} {r['no_caption']:>7} {r['view_s']:>10.1f}")
+              f"{rel:>5} {r['no_caption']:>7} {r['view_s']:>10.1f} {r['driver_cpu']:>12.0f}")
     print(f"(cores: {os.cpu_count()}; load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())})")
 
 
