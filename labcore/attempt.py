@@ -243,7 +243,9 @@ def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_
     except Exception as exc:
         outcome, explained = failure(exc, store_root)
         yield explained
-    outcome.error = outcome.error or (outcome.result or {}).get("error", "")  # e.g. where and why a run diverged
+    # e.g. where and why a run diverged; a record's "error" may be None (a pretraining stopped cleanly says so),
+    # and the outcome's error is always a string: the worker reads it after the job, whatever the job was.
+    outcome.error = outcome.error or (outcome.result or {}).get("error") or ""
     if outcome.status not in ENDINGS:
         outcome.error = outcome.error or f"the job reported an unknown status {outcome.status!r}"
         outcome.status = "failed"

@@ -10,12 +10,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Callable
 
 import pytest
 
 from labcore import jobs
 from labcore.errors import LabError
+from labcore.jobs import job_kind
 from labcore.executor import LocalExecutor
 from labcore.store import ACTIVE, Store, process_state
 
@@ -145,3 +147,28 @@ def test_a_worker_that_is_not_running_is_never_believed(store, executor):
     assert store.claim(pid=child.pid).kind == "count"
     assert process_state(child.pid) == "gone"
     assert store.get(key)["status"] == "dead"
+
+
+@dataclass(frozen=True)
+class _StoppedSpec:
+    status: str
+
+
+@job_kind("stopped-with-none-error", _StoppedSpec, stops_itself=True)
+def _stopped_with_none_error(spec, ctx):
+    # As a pretraining stopped between steps reports itself: its record carries "error": None.
+    yield {"type": "result", "status": spec.status, "record": {"steps": 3, "error": None}}
+
+
+def test_a_record_whose_error_is_none_ends_with_an_error_string(tmp_path):
+    """A stopped pretraining's record says ``"error": None``; the worker once crashed reading that outcome
+    (``None.startswith``) and left the job dead instead of interrupted."""
+    from labcore.attempt import Outcome, run_attempt
+    from labcore.jobs.base import JobContext
+
+    for status in ("interrupted", "done"):
+        items = list(run_attempt("stopped-with-none-error", {"status": status}, JobContext(workdir=tmp_path / status),
+                                 store_root=tmp_path, min_free_mb=0))
+        outcome = items[-1]
+        assert isinstance(outcome, Outcome)
+        assert outcome.status == status and outcome.error == ""
