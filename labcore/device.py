@@ -363,3 +363,13 @@ def module_flops_per_token(module: Any, length: float) -> float:
 def mfu(tokens_per_s: float, flops_per_token: float, peak: float) -> float:
     """Model FLOPs utilisation: the FLOP/s the training did, over the device's measured peak."""
     return tokens_per_s * flops_per_token / peak if peak > 0 else 0.0
+
+
+def speed_fields(device: str, precision: str, tokens_per_s: float, flops_per_token: float) -> dict[str, Any]:
+    """A record's device and speed fields, the same names for a run (labcore.record.RunRecord) and a
+    pretraining: where it trained, its peak memory, training tokens/s, FLOPs a token, the device's measured
+    matmul rate in the precision used, and the MFU."""
+    peak = peak_flops(device, precision)
+    return {"device_name": describe(device), "visible_gpus": visible_gpus(), "peak_memory_mb": peak_memory_mb(device),
+            "tokens_per_s": tokens_per_s, "flops_per_token": flops_per_token, "peak_flops": peak,
+            "mfu": mfu(tokens_per_s, flops_per_token, peak)}

@@ -492,7 +492,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         save_trained(prepared.model, workdir, commit_file)
         if prepared.mapping is not None:  # the exact table this run used, for the mapping page
             write_text_file(workdir / "mapping.json", prepared.mapping.to_json(), commit_file)
-    speed = _speed(fit, end, float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0)
+    train_tokens = float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0
     return RunRecord(
         key=resolved.key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
         validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],
@@ -500,9 +500,9 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         steps_to_converge=steps_to_converge(end["val_curve"]),
         train_loss=[list(p) for p in summarize_losses(end["losses"])],
         val_curve=[list(p) for p in end["val_curve"]], wall_time_s=time.perf_counter() - started,
-        samples_per_s=end["samples_per_s"], peak_memory_mb=devices.peak_memory_mb(fit.device), **speed,
+        samples_per_s=end["samples_per_s"], **_speed(fit, end, train_tokens),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
-        train_tokens=float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0,
+        train_tokens=train_tokens,
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
         error=end.get("error", ""), threads=[list(t) for t in fit.threads], stage=fit.stage,
@@ -510,17 +510,13 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
 
 
 def _speed(fit: _Fit, end: dict[str, Any], mean_tokens: float) -> dict[str, Any]:
-    """The record's device and speed fields: which device, its name, the GPUs the process saw, training
-    tokens/s, FLOPs a token, the device's measured matmul rate in the run's precision and the MFU."""
-    tokens_per_s = end["samples_per_s"] * mean_tokens
+    """The record's device and speed fields (:func:`labcore.device.speed_fields`) and the loop's host reads."""
     if fit.features_only:  # the head trains on one cached feature row per example, not on its tokens
         flops = devices.module_flops_per_token(fit.trained_module, 1.0) / max(mean_tokens, 1.0)
     else:
         flops = devices.module_flops_per_token(fit.trained_module, mean_tokens)
-    peak = devices.peak_flops(fit.device, fit.precision)
-    return {"device_name": devices.describe(fit.device), "visible_gpus": devices.visible_gpus(),
-            "tokens_per_s": tokens_per_s, "flops_per_token": flops, "peak_flops": peak,
-            "mfu": devices.mfu(tokens_per_s, flops, peak), "host_reads": end.get("host_reads", 0)}
+    return {**devices.speed_fields(fit.device, fit.precision, end["samples_per_s"] * mean_tokens, flops),
+            "host_reads": end.get("host_reads", 0)}
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,

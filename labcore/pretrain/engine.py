@@ -122,15 +122,6 @@ def useful_flops_per_token(size_name: str, length: float, masked_share: float = 
     return 6 * ((size.layers - 1) * block + last + head + attention)
 
 
-def speed_fields(device: str, precision: str, size_name: str, tokens_per_s: float, length: float) -> dict[str, Any]:
-    """The record's device and speed fields (the same names as a run's record: labcore.record.RunRecord)."""
-    flops = useful_flops_per_token(size_name, length)
-    peak = devices.peak_flops(device, precision)
-    return {"device_name": devices.describe(device), "visible_gpus": devices.visible_gpus(),
-            "peak_memory_mb": devices.peak_memory_mb(device), "flops_per_token": flops, "peak_flops": peak,
-            "mfu": devices.mfu(tokens_per_s, flops, peak)}
-
-
 def unigram_baseline(data: Encoded) -> float:
     """The masked accuracy of always guessing the corpus's most frequent id (what a model that learnt only
     the unigram distribution gets)."""
@@ -210,7 +201,8 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         "unigram_baseline_accuracy": unigram_baseline(held_out), "tokens_per_s": end["samples_per_s"] * mean_tokens,
         "wall_s": round(time.time() - started, 1),  # this attempt's
         "precision": cfg.precision, "device": device, "threads": torch.get_num_threads(),
-        **speed_fields(device, cfg.precision, spec.size, end["samples_per_s"] * mean_tokens, mean_tokens),
+        **devices.speed_fields(device, cfg.precision, end["samples_per_s"] * mean_tokens,
+                               useful_flops_per_token(spec.size, mean_tokens)),
         "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
         "spec": spec.__dict__, "key": key}
     if status != "done":
