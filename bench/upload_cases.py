@@ -34,6 +34,7 @@ import argparse
 import csv
 import hashlib
 import io
+import os
 import shutil
 import statistics
 import sys
@@ -279,7 +280,8 @@ def new_experiment_notes(case: Case, up: uploads.UploadInfo, executor) -> spec_l
     resolved = resolve_spec(specs_of(case, 1)[0])
     rate = speed.measured_speed(done_records(executor), MODEL, PROTOCOL, resolved.discipline, mean_tokens=mean)
     guess = spec_lib.estimate(resolved, (train, validation, test), mean, tokens_per_s=rate.tokens_per_s)
-    say("New experiment", f"time promise: about {guess.seconds:.0f} s a run on 2 free cores ({rate.words()}): "
+    say("New experiment", f"time promise: about {guess.seconds:.0f} s a run on {os.cpu_count() or 1} free cores "
+                          f"({rate.words()}): "
                           f"{guess.kept:,} training examples of {mean:.0f} tokens, {guess.steps:,} steps, "
                           f"{guess.evaluations} validations")
     return guess
@@ -432,8 +434,8 @@ def main() -> None:
         planned += len(specs) - finished
         estimated += per_run * (len(specs) - finished)
         work.append((case, specs))
-    print(f"\nplan: {planned:.0f} runs to train, about {estimated / 60:.0f} min of runs on 2 free cores by the pages' "
-          f"promises (one after another)")
+    print(f"\nplan: {planned:.0f} runs to train, about {estimated / 60:.0f} min of runs on {os.cpu_count() or 1} free "
+          f"cores by the pages' promises (one after another)")
     if args.dry or not work:
         return
     run_all(executor, work, args.workers)

@@ -51,6 +51,9 @@ class RunRecord:
     test_examples: int = 0  # what the test metric was measured over (windows' votes count once); 0: unknown
     test_classes: int = 0  # distinct true classes among them (class outputs; 0 otherwise or unknown)
     threads: list[list[int]] = field(default_factory=list)  # [[from step, CPU threads], ...]; empty off CPU
+    # cores other processes kept busy, on average, while it trained (labcore.cores); -1: not measured. A speed
+    # measured beside other work is not the machine's (labcore.speed leaves such runs out of promises).
+    busy_cores: float = -1.0
     # what a protocol's stage before training measured (ORCA's alignment: "name", "distance", "before",
     # "after", "curve" [[step, value], ...], "seconds"); empty where the protocol has no stage
     stage: dict[str, Any] = field(default_factory=dict)

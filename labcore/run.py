@@ -457,6 +457,7 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
                         f"{busy:.1f} cores busy in the last {governor.interval_s:.0f} s)")
 
     end: dict[str, Any] = {}
+    machine_before = cores.sample()  # what other processes do while it trains qualifies its speed
     for event in train(fit.trained_module, fit.forward, fit.train_data, fit.cfg, evaluate=evaluate,
                        workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file,
                        between_steps=between_steps):
@@ -466,6 +467,9 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
             if event["type"] == "eval":
                 event["metric"] = info.metric
             yield event
+    machine_after = cores.sample()
+    if machine_before is not None and machine_after is not None:
+        end["busy_cores"] = round(cores.busy_elsewhere(machine_before, machine_after), 3)
     return end
 
 
@@ -505,7 +509,8 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         train_tokens=train_tokens,
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
-        error=end.get("error", ""), threads=[list(t) for t in fit.threads], stage=fit.stage,
+        error=end.get("error", ""), threads=[list(t) for t in fit.threads], busy_cores=end.get("busy_cores", -1.0),
+        stage=fit.stage,
         **_test_size(splits["test"], info))
 
 

@@ -4,15 +4,24 @@ promise before a run starts (:func:`labcore.spec.estimate`).
 A run's speed is its tokens per second of training steps: ``samples_per_s`` (examples over the time spent in
 steps, evaluation and preparing left out) times the mean tokens of a training example. Tokens, not examples,
 because a step's cost follows the sequences' length: a speed measured on one discipline then serves another
-of the same model. Pure functions over run records; no torch, no store.
+of the same model.
+
+A promise is for a run with the machine to itself, so only runs that had it count while there are any: a run
+that trained on fewer threads than the machine has cores (two workers side by side, a busy machine when it
+started) or beside other processes that kept a core busy (``busy_cores``) measures a fraction of the machine.
+Nine MiniLM runs of a recipe's two workers, under a load of 3-6, measured 300-600 tokens/s where the machine
+alone gives several thousand: taken as they were, they promised a ten-times-too-long wait. Such runs serve only
+where nothing else is known. Pure functions over run records; no torch, no store.
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass
 from typing import Iterable
 
+from labcore.cores import BUSY_THRESHOLD
 from labcore.record import RunRecord
 from labcore.spec import MINILM_TOKENS_PER_S
 
@@ -30,14 +39,24 @@ class Speed:
     model: str
     protocol: str
     discipline: str  # the runs' discipline; "" where they trained on any discipline of the model
+    shared: int = 0  # runs measured here that shared the machine: left out, or (shared_figure) all there is
+    shared_figure: bool = False  # the figure comes from such runs: a machine of one's own is faster
 
     def words(self) -> str:
         """Where the figure comes from, as the New experiment page says it."""
+        plural = "s" if self.shared != 1 else ""
         if not self.runs:
-            return f"no run measured yet: a typical figure, {self.tokens_per_s:,.0f} tokens/s"
+            left = (f" (the {self.shared} run{plural} measured here shared the machine with other work, so their "
+                    f"speed is not the machine's)" if self.shared else "")
+            return f"no run measured yet: a typical figure, {self.tokens_per_s:,.0f} tokens/s{left}"
         where = f"on {self.discipline}" if self.discipline else "on other disciplines"
-        return (f"from {self.runs} {self.protocol} run{'s' if self.runs != 1 else ''} of {self.model} {where} here: "
+        said = (f"from {self.runs} {self.protocol} run{'s' if self.runs != 1 else ''} of {self.model} {where} here: "
                 f"{self.tokens_per_s:,.0f} tokens/s")
+        if self.shared_figure:
+            return said + " (measured beside other work: a machine of its own is faster)"
+        if self.shared:
+            return said + f" ({self.shared} run{plural} that shared the machine left out)"
+        return said
 
 
 def run_tokens_per_s(record: RunRecord, mean_tokens: float = 0.0) -> float:
@@ -52,24 +71,45 @@ def run_tokens_per_s(record: RunRecord, mean_tokens: float = 0.0) -> float:
     return record.samples_per_s * tokens
 
 
-def measured_speed(records: Iterable[RunRecord], model: str, protocol: str, discipline: str, *,
-                   mean_tokens: float = 0.0) -> Speed | None:
-    """The speed to promise a run of ``model`` under ``protocol`` on ``discipline`` (whose examples hold
-    ``mean_tokens`` tokens with the specials, where known), from the finished runs in ``records``.
+def had_the_machine(record: RunRecord, cores: int) -> bool:
+    """Whether a run trained with the machine to itself: on as many threads as it has cores from start to end,
+    and no other process kept a core busy meanwhile. Runs off the CPU (no thread counts) and records older than
+    ``busy_cores`` are judged on what they say."""
+    fewest = min((n for _, n in record.threads), default=cores)
+    return fewest >= cores and record.busy_cores < BUSY_THRESHOLD
 
-    The median over that model and protocol's runs on the same discipline where there are any, else on every
-    discipline; where none was measured, the model's typical figure (:data:`TYPICAL_TOKENS_PER_S`); None
-    where it has none. The median, because a run that shared the cores with other work measures a fraction
-    of the machine's speed, and one such run must not move the promise.
+
+def measured_speed(records: Iterable[RunRecord], model: str, protocol: str, discipline: str, *,
+                   mean_tokens: float = 0.0, cores: int | None = None) -> Speed | None:
+    """The speed to promise a run of ``model`` under ``protocol`` on ``discipline`` (whose examples hold
+    ``mean_tokens`` tokens with the specials, where known), from the finished runs in ``records`` on a
+    machine of ``cores`` cores (this one's by default).
+
+    The median over that model and protocol's runs that had the machine (:func:`had_the_machine`) on the
+    same discipline where there are any, else on every discipline; where none was measured alone, the
+    model's typical figure (:data:`TYPICAL_TOKENS_PER_S`); where it has none, the runs that shared the
+    machine in the same order; None where nothing is known. The median, because one run slowed by something
+    its record cannot see must not move the promise.
     """
+    cores = cores or os.cpu_count() or 1
     same_model = [r for r in records if r.spec.get("model") == model and r.spec.get("protocol") == protocol]
-    here = [t for r in same_model if r.spec.get("discipline") == discipline
-            if (t := run_tokens_per_s(r, mean_tokens)) > 0]
-    if here:
-        return Speed(statistics.median(here), len(here), model, protocol, discipline)
-    anywhere = [t for r in same_model if (t := run_tokens_per_s(r)) > 0]
-    if anywhere:
-        return Speed(statistics.median(anywhere), len(anywhere), model, protocol, "")
+    alone = [r for r in same_model if had_the_machine(r, cores)]
+    beside = [r for r in same_model if not had_the_machine(r, cores) and run_tokens_per_s(r, mean_tokens) > 0]
+
+    def median_of(runs: list[RunRecord], shared_figure: bool) -> Speed | None:
+        here = [t for r in runs if r.spec.get("discipline") == discipline
+                if (t := run_tokens_per_s(r, mean_tokens)) > 0]
+        if here:
+            return Speed(statistics.median(here), len(here), model, protocol, discipline,
+                         len(beside), shared_figure)
+        anywhere = [t for r in runs if (t := run_tokens_per_s(r)) > 0]
+        if anywhere:
+            return Speed(statistics.median(anywhere), len(anywhere), model, protocol, "", len(beside), shared_figure)
+        return None
+
+    found = median_of(alone, False)
+    if found is not None:
+        return found
     if model in TYPICAL_TOKENS_PER_S:
-        return Speed(TYPICAL_TOKENS_PER_S[model], 0, model, protocol, discipline)
-    return None
+        return Speed(TYPICAL_TOKENS_PER_S[model], 0, model, protocol, discipline, len(beside))
+    return median_of(beside, True)

@@ -174,9 +174,21 @@ def test_two_deterministic_runs_give_identical_weights(tmp_path):
     assert records[0].test_examples == 32 and records[0].test_classes >= 1
 
 
-def test_an_ordinary_run_records_its_threads(tmp_path):
+def test_an_ordinary_run_records_its_threads_and_how_busy_the_machine_was(tmp_path):
+    import subprocess
+    import sys
+
     record = run(_spec(), workdir=tmp_path, threads=1)
     assert record.threads == [[0, 1]]
+    assert record.busy_cores >= 0.0  # measured, not -1
+    # beside a process that keeps a core busy the whole time, the record says so (labcore.speed leaves it out)
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        busy = run(_spec(), workdir=tmp_path / "busy", threads=1)
+    finally:
+        spinner.kill()
+        spinner.wait()
+    assert busy.busy_cores >= 0.5, busy.busy_cores
 
 
 def test_a_run_on_windowed_uploads_votes_and_says_so(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ from labcore.recipes.drive import plan_keys, progress
 from labcore.recipes.report import to_csv, to_html, verdict_table
 from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, decide
 
-from recipe_helpers import run_tiny
+from recipe_store import SEEDS, finished_recipe
 
 
 # ------------------------------------------------------------------------------------------ the verdict rule
@@ -64,10 +64,11 @@ def test_every_recipe_plans_distinct_jobs_at_every_budget():
 # ------------------------------------------------------------------------------------------ reports from tiny runs
 
 
-def test_kao_report_from_tiny_runs(store, one_torch_thread):
-    recipe = RECIPES["kao"]
-    plan, results = run_tiny(recipe, store)
-    assert progress(plan, store).ended
+def test_kao_report_from_tiny_runs(tmp_path_factory, fetched_assets):
+    # The tiny Kao recipe the CLI, page and browser tests read: one build of it per test process.
+    finished = finished_recipe("kao", tmp_path_factory)
+    recipe, plan, results = RECIPES["kao"], finished.plan, finished.results
+    assert progress(plan, finished.store).ended
     report = recipe.report(plan, results)
     assert report.done == report.total == len(plan.steps)
     words = {v.claim: v.word for _, v in report.claims}
@@ -75,7 +76,7 @@ def test_kao_report_from_tiny_runs(store, one_torch_thread):
     assert not [w for w in words.values() if w == NOT_MEASURED]
     table = dict(report.tables)["Table 6 shape: test metric by discipline (mean ± std [95 % interval] (n) over seeds)"]
     assert list(table.columns) == ["dna-splice", "protein-malonylation", "music-composer"]
-    assert all("(n = 2)" in c for c in table.loc["pretrained"])
+    assert all(f"(n = {len(SEEDS)})" in c for c in table.loc["pretrained"])
     page = to_html(report)
     assert page.count("class=\"plotly-graph-div\"") == len(report.figures) and "plotly.js" in page.lower()
     csv = to_csv(report, plan, results)

@@ -11,10 +11,11 @@ from labcore.speed import measured_speed, run_tokens_per_s
 
 
 def run(discipline: str, samples_per_s: float, tokens: float = 0.0, *, model: str = "minilm",
-        protocol: str = "full", status: str = "done") -> RunRecord:
+        protocol: str = "full", status: str = "done", threads: int = 2, busy: float = 0.0) -> RunRecord:
     spec = {"model": model, "protocol": protocol, "discipline": discipline, "seed": 0}
     return RunRecord(key=f"{model}-{discipline}-{samples_per_s}", spec=spec, status=status, metric="accuracy",
-                     samples_per_s=samples_per_s, train_tokens=tokens, wall_time_s=80.0, train_examples=2258)
+                     samples_per_s=samples_per_s, train_tokens=tokens, wall_time_s=80.0, train_examples=2258,
+                     threads=[[0, threads]], busy_cores=busy)
 
 
 def test_a_runs_speed_is_its_samples_per_second_times_its_tokens():
@@ -30,33 +31,60 @@ def test_the_same_discipline_first_then_the_model_anywhere_then_the_typical_figu
                run("dna-splice", 64.0, 62.0), run("protein-amp", 8.0, 500.0),
                run("dna-splice", 500.0, 62.0, protocol="output_only"),  # features cached: another speed
                run("dna-splice", 30.0, 62.0, model="smollm2")]
-    here = measured_speed(records, "minilm", "full", "dna-splice")
+    here = measured_speed(records, "minilm", "full", "dna-splice", cores=2)
     assert here.runs == 4 and here.tokens_per_s == pytest.approx(55.0 * 62.0)  # the median: a busy run moves it not
     assert here.words() == "from 4 full runs of minilm on dna-splice here: 3,410 tokens/s"
 
-    elsewhere = measured_speed(records, "minilm", "full", "upload:genes")
+    elsewhere = measured_speed(records, "minilm", "full", "upload:genes", cores=2)
     assert elsewhere.runs == 5 and elsewhere.tokens_per_s == pytest.approx(3720.0)
     assert elsewhere.words().startswith("from 5 full runs of minilm on other disciplines here")
 
-    none = measured_speed([], "minilm", "full", "upload:genes")
+    none = measured_speed([], "minilm", "full", "upload:genes", cores=2)
     assert (none.runs, none.tokens_per_s) == (0, MINILM_TOKENS_PER_S)
     assert none.words() == "no run measured yet: a typical figure, 3,900 tokens/s"
-    assert measured_speed(records, "antiberty", "full", "dna-splice") is None  # no typical figure of its own
-    assert measured_speed(records, "smollm2", "full", "upload:genes").runs == 1
+    assert measured_speed(records, "antiberty", "full", "dna-splice", cores=2) is None  # no typical figure of its own
+    assert measured_speed(records, "smollm2", "full", "upload:genes", cores=2).runs == 1
 
 
 def test_older_records_count_on_the_data_being_estimated_only():
     older = [run("upload:dna", 100.0), run("dna-splice", 60.0)]  # neither says its tokens
-    speed = measured_speed(older, "minilm", "full", "upload:dna", mean_tokens=22.0)
+    speed = measured_speed(older, "minilm", "full", "upload:dna", mean_tokens=22.0, cores=2)
     assert (speed.runs, speed.discipline, speed.tokens_per_s) == (1, "upload:dna", pytest.approx(2200.0))
-    assert measured_speed(older, "minilm", "full", "upload:other", mean_tokens=22.0).runs == 0
+    assert measured_speed(older, "minilm", "full", "upload:other", mean_tokens=22.0, cores=2).runs == 0
 
 
 def test_the_estimate_follows_the_measured_speed():
     quick = resolve(make_spec(budget="quick"), "tokens")
     typical = estimate(quick, (86, 10, 10), 22.0)
-    slow = measured_speed([run("upload:dna", 40.0, 22.0)], "minilm", "full", "upload:dna")
+    slow = measured_speed([run("upload:dna", 40.0, 22.0)], "minilm", "full", "upload:dna", cores=2)
     measured = estimate(quick, (86, 10, 10), 22.0, tokens_per_s=slow.tokens_per_s)
     assert measured.steps == typical.steps == 150
     # 150 steps of 16 examples at 40 examples/s: a minute of steps, where the typical figure gave a few seconds
     assert measured.seconds > 60 > typical.seconds
+
+
+def test_runs_that_shared_the_machine_are_left_out_while_anything_better_is_known():
+    from labcore.speed import had_the_machine
+
+    # A recipe's two workers (1 thread each) under load measured 300-600 tokens/s; alone, the machine gives more.
+    beside = [run("dna-splice", 6.0, 62.0, threads=1), run("dna-splice", 8.0, 62.0, threads=1),
+              run("dna-splice", 9.0, 62.0, busy=1.2)]  # all the cores, but another process kept one busy
+    assert not any(had_the_machine(r, 2) for r in beside)
+    assert had_the_machine(run("dna-splice", 60.0, 62.0), 2)
+    assert had_the_machine(run("dna-splice", 60.0, 62.0, threads=2, busy=-1.0), 2)  # older record: threads say it
+    assert had_the_machine(RunRecord(key="g", spec={}, status="done"), 2)  # off the CPU: no thread counts
+
+    alone = measured_speed(beside + [run("dna-splice", 60.0, 62.0)], "minilm", "full", "dna-splice", cores=2)
+    assert (alone.runs, alone.tokens_per_s, alone.shared) == (1, pytest.approx(3720.0), 3)
+    assert alone.words().endswith("(3 runs that shared the machine left out)")
+
+    typical = measured_speed(beside, "minilm", "full", "dna-splice", cores=2)  # the typical figure before them
+    assert (typical.runs, typical.tokens_per_s, typical.shared) == (0, MINILM_TOKENS_PER_S, 3)
+    assert "the 3 runs measured here shared the machine" in typical.words()
+
+    # a model without a typical figure: the shared runs are all there is, and the words say what they are
+    tiny = [run("upload:dna", 40.0, 22.0, model="tiny:bert", threads=1)]
+    only = measured_speed(tiny, "tiny:bert", "full", "upload:dna", cores=2)
+    assert (only.runs, only.shared_figure) == (1, True) and "a machine of its own is faster" in only.words()
+    # on one core, a run of one thread had the whole machine
+    assert measured_speed(tiny, "tiny:bert", "full", "upload:dna", cores=1).shared_figure is False
