@@ -40,7 +40,7 @@ PAPERS = {
 }
 
 BUDGET_NOTES = {
-    "quick": "teaching demo: one MiniLM run on dna-splice within 90 s on a 2-core CPU (2 epochs of at most 140,000 "
+    "quick": "teaching demo: one MiniLM run on dna-splice in 1.5-3 minutes on a 2-core CPU (2 epochs of at most 140,000 "
              "training tokens, but at least 500 examples; small data gets more epochs, up to 150 steps; at least 8 "
              "evaluations). Long sequences take longer: the cost grows with the tokens trained",
     "standard": "5 epochs (10 for frozen protocols), early stopping after 5 evaluations without improvement; at least "
@@ -121,8 +121,9 @@ def _register(demo: Demo) -> Demo:
     return DEMOS.register(demo.name, demo)
 
 
-# DNA: MiniLM fine-tuned on splice junctions. The quick budget's 2 epochs take 75-90 s a run; 120 steps of
-# batch 16 (1,920 examples, under one epoch) keep the pair within three minutes. At 5e-5 pretrained reached
+# DNA: MiniLM fine-tuned on splice junctions. The quick budget's 2 epochs take 75-90 s a run on a CPU with
+# native bf16 (172 s in fp32 on one without); 120 steps of batch 16 (1,920 examples, under one epoch) keep the
+# pair within three minutes on the former. At 5e-5 pretrained reached
 # only 0.69 validation accuracy by step 120; at 1e-4 (the quick budget's rate) it reached 0.91 (calibrated
 # once each).
 _DNA = dict(model="minilm", discipline="dna-splice", protocol="full", budget="quick", max_steps=120,

@@ -109,10 +109,11 @@ class BudgetParams(TrainParams):
 BUDGET_PARAMS = dataclasses.fields(BudgetParams)  # for forms: name, type and metadata of each
 TRAIN_FIELDS = tuple(f.name for f in BUDGET_PARAMS)
 
-# Budget presets. "quick" is a teaching demo: one MiniLM run within 90 s on a 2-core CPU. Training costs
-# about the same per token on every discipline (MiniLM, bf16, 2 cores: 3,600-4,300 tokens/s), so the token
-# budget caps the training set: 2 epochs of 140,000 tokens take 65-78 s of steps (splice: 2,258 of its
-# 2,868 examples), leaving room for preparing and evaluating.
+# Budget presets. "quick" is a teaching demo: one MiniLM run in about three minutes on a 2-core CPU. Training
+# costs about the same per token on every discipline (MiniLM, fp32, 2 idle cores: about 1,850 tokens/s, see
+# MINILM_TOKENS_PER_S), so the token budget caps the training set: 2 epochs of 140,000 tokens take about 150 s
+# of steps (splice: 2,258 of its 2,868 examples; the whole run 172 s), leaving room for preparing and
+# evaluating.
 # "paper" is each paper's own recipe: Kao (Adam 1e-5, batch 32, no warm-up, linear decay), FPT (Adam
 # 1e-3), Tamkin (Adam 2e-5, batch 8).
 # Floors that fit the quick budget to small and long data (issue 13): 106 examples x 2 epochs were 12
@@ -197,11 +198,15 @@ def kept_by_budget(n: int, token_budget: int, mean_length: float, min_examples: 
     return n
 
 
-# What a quick run costs, for the time the pages promise: MiniLM trains 3,600-4,300 tokens/s on 2 cores
-# (bf16, batch 16: the quick budget's measurements above), the typical figure where no run was measured on
-# this machine yet (labcore.speed measures the runs that finished here); evaluating is a forward pass, about a third of a
-# training step; preparing (data from the cache, the model) takes a few seconds.
-MINILM_TOKENS_PER_S = 3_900
+# What a quick run costs, for the time the pages promise: MiniLM trains about 1,850 tokens/s on 2 idle cores in
+# fp32 at batch 16 (the quick budget on dna-splice: 30.0 samples/s of 62 tokens in the engine's integration
+# test; bench/throughput.py's lab loop 27.5-30.7 samples/s), the typical figure where no run was measured on
+# this machine yet (labcore.speed measures the runs that finished here); evaluating is a forward pass, about a
+# third of a training step; preparing (data from the cache, the model) takes a few seconds. A CPU with native
+# bf16 (AVX-512 BF16 or AMX), where ``auto`` precision is bf16, trained the same run at 57-69 samples/s:
+# 3,600-4,300 tokens/s.
+MINILM_TOKENS_PER_S = 1_850
+MINILM_TOKENS_PER_S_BF16 = 3_900
 EVAL_SPEED_UP = 3.0
 PREPARE_S = 5.0
 

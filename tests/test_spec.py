@@ -178,11 +178,13 @@ def test_the_quick_budget_has_floors_that_explicit_choices_turn_off():
 
 
 def test_the_time_a_quick_run_takes_follows_the_data():
-    from labcore.spec import estimate, make_spec, resolve
+    from labcore.spec import MINILM_TOKENS_PER_S_BF16, estimate, make_spec, resolve
 
     quick = resolve(make_spec(budget="quick"), "tokens")
-    splice = estimate(quick, (2868, 319, 319), 62.0)  # measured: 76-90 s
-    assert (splice.kept, splice.steps, splice.evaluations) == (2258, 284, 8) and 70 < splice.seconds < 110
+    splice = estimate(quick, (2868, 319, 319), 62.0)  # measured in fp32 on 2 cores: 172 s
+    assert (splice.kept, splice.steps, splice.evaluations) == (2258, 284, 8) and 150 < splice.seconds < 220
+    native = estimate(quick, (2868, 319, 319), 62.0, tokens_per_s=MINILM_TOKENS_PER_S_BF16)  # measured: 76-90 s
+    assert 70 < native.seconds < 110
     small = estimate(quick, (86, 10, 10), 22.0)  # the 106-row CSV: 150 steps, not 12
     assert small.steps == 150 and small.evaluations >= 8 and small.seconds < 60
     long = estimate(quick, (1920, 240, 240), 512.0)  # 1,200 sequences of 1,000 symbols, in windows

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from labcore.record import RunRecord
-from labcore.spec import MINILM_TOKENS_PER_S, estimate, make_spec, resolve
-from labcore.speed import measured_speed, run_tokens_per_s
+from labcore.spec import estimate, make_spec, resolve
+from labcore.speed import measured_speed, run_tokens_per_s, typical_tokens_per_s
 
 
 def run(discipline: str, samples_per_s: float, tokens: float = 0.0, *, model: str = "minilm",
@@ -40,8 +40,8 @@ def test_the_same_discipline_first_then_the_model_anywhere_then_the_typical_figu
     assert elsewhere.words().startswith("from 5 full runs of minilm on other disciplines here")
 
     none = measured_speed([], "minilm", "full", "upload:genes", cores=2)
-    assert (none.runs, none.tokens_per_s) == (0, MINILM_TOKENS_PER_S)
-    assert none.words() == "no run measured yet: a typical figure, 3,900 tokens/s"
+    assert (none.runs, none.tokens_per_s) == (0, typical_tokens_per_s("minilm"))
+    assert none.words() == f"no run measured yet: a typical figure, {typical_tokens_per_s('minilm'):,.0f} tokens/s"
     assert measured_speed(records, "antiberty", "full", "dna-splice", cores=2) is None  # no typical figure of its own
     assert measured_speed(records, "smollm2", "full", "upload:genes", cores=2).runs == 1
 
@@ -79,7 +79,7 @@ def test_runs_that_shared_the_machine_are_left_out_while_anything_better_is_know
     assert alone.words().endswith("(3 runs that shared the machine left out)")
 
     typical = measured_speed(beside, "minilm", "full", "dna-splice", cores=2)  # the typical figure before them
-    assert (typical.runs, typical.tokens_per_s, typical.shared) == (0, MINILM_TOKENS_PER_S, 3)
+    assert (typical.runs, typical.tokens_per_s, typical.shared) == (0, typical_tokens_per_s("minilm"), 3)
     assert "the 3 runs measured here shared the machine" in typical.words()
 
     # a model without a typical figure: the shared runs are all there is, and the words say what they are
@@ -88,3 +88,14 @@ def test_runs_that_shared_the_machine_are_left_out_while_anything_better_is_know
     assert (only.runs, only.shared_figure) == (1, True) and "a machine of its own is faster" in only.words()
     # on one core, a run of one thread had the whole machine
     assert measured_speed(tiny, "tiny:bert", "full", "upload:dna", cores=1).shared_figure is False
+
+
+def test_the_typical_figure_follows_the_cpus_bf16(monkeypatch):
+    from labcore import speed
+    from labcore.spec import MINILM_TOKENS_PER_S, MINILM_TOKENS_PER_S_BF16
+
+    monkeypatch.setattr(speed, "native_bf16", lambda device: False)
+    assert typical_tokens_per_s("minilm") == MINILM_TOKENS_PER_S
+    monkeypatch.setattr(speed, "native_bf16", lambda device: True)  # auto precision is bf16 there: twice as fast
+    assert typical_tokens_per_s("minilm") == MINILM_TOKENS_PER_S_BF16
+    assert typical_tokens_per_s("antiberty") is None
