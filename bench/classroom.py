@@ -18,6 +18,11 @@ Per N it prints:
   because their view stood still), and ``p95 view s``: how long after the click pages first showed it;
 * ``driver cpu``: Playwright's driver and this bench, which take the cores from the class too.
 
+``--browsers-nice 19`` starts Chromium at that niceness: in a classroom the students' browsers run on their own
+machines, and at the lowest priority here they take only the cores the server and the worker leave, which
+separates what the server costs the worker from what the browsers cost it (the pages' own redraws then wait
+for the leftover cores, so their update figures are a floor).
+
 Pages are sampled once a second, so more than one change per second is not seen. Needs Debian's Chromium at
 /usr/bin/chromium, the python playwright package, and the demo's assets (``python -m labcore fetch``).
 ``TRANSFERLAB_DEMO_MAX_STEPS`` (``--steps``) keeps the demo's runs long enough to be watched but finite.
@@ -159,11 +164,23 @@ def stop_server(process: subprocess.Popen, cache: Path) -> None:
     store.close()
 
 
-async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, keys: list[str]) -> dict:
+def chromium_at(nice: int, folder: Path) -> Path:
+    """Chromium itself, or (``nice`` > 0) a launcher in ``folder`` that starts it at that niceness; its
+    renderers inherit it."""
+    if nice <= 0:
+        return CHROMIUM
+    launcher = folder / "chromium-niced"
+    launcher.write_text(f'#!/bin/sh\nexec nice -n {int(nice)} {CHROMIUM} "$@"\n')
+    launcher.chmod(0o755)
+    return launcher
+
+
+async def watch_class(url: str, n: int, demo_index: int, watch_s: float, store, keys: list[str],
+                      executable: Path = CHROMIUM) -> dict:
     from playwright.async_api import async_playwright
 
     async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
+        browser = await p.chromium.launch(executable_path=str(executable), headless=True, args=FLAGS)
         try:
             pages = []
             for _ in range(n):
@@ -267,6 +284,8 @@ def main() -> None:
                         help="a lab cache whose fetched assets/ to use (read only; default: this lab's cache)")
     parser.add_argument("--steps", type=int, default=500,
                         help="TRANSFERLAB_DEMO_MAX_STEPS for the demo's runs (the bits demo has 500 steps a run)")
+    parser.add_argument("--browsers-nice", type=int, default=0,
+                        help="start Chromium at this niceness (19: the browsers take only the cores left over)")
     args = parser.parse_args()
     if not CHROMIUM.exists():
         raise SystemExit(f"bench: no Chromium at {CHROMIUM}; install Debian's chromium (`make browser`)")
@@ -289,7 +308,8 @@ def main() -> None:
         os.environ["_CLASSROOM_SERVER_PID"] = str(process.pid)
         store = Store(cache / "store")
         try:
-            row = asyncio.run(watch_class(url, n, demos.DEMOS.names().index(args.demo), args.watch, store, keys))
+            row = asyncio.run(watch_class(url, n, demos.DEMOS.names().index(args.demo), args.watch, store, keys,
+                                          chromium_at(args.browsers_nice, cache)))
         finally:
             store.close()
             stop_server(process, cache)
@@ -304,7 +324,8 @@ def main() -> None:
         print(f"{n:>3} {r['live']:>3}/{r['pages']:<3} {r['updates']:>16.1f} {r['gap']:>9.1f} {r['age']:>9.1f} "
               f"{r['server_cpu']:>12.0f} {r['server_mb']:>9.0f} {r['browsers_cpu']:>14.0f} {r['steps_s']:>8.2f} "
               f"{rel:>5} {r['no_caption']:>7} {r['view_s']:>10.1f} {r['driver_cpu']:>12.0f}")
-    print(f"(cores: {os.cpu_count()}; load average now: {' '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    print(f"(cores: {os.cpu_count()}; browsers at nice {args.browsers_nice}; load average now: "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Five small and long uploads from real packaged data, run at the quick budget: what the pages say, and what
 the runs measure.
 
-    python bench/upload_cases.py [--dry] [--only N ...] [--seeds 3] [--workers 1] [--max-runs N]
+    python bench/upload_cases.py [--dry] [--only N ...] [--seeds 3] [--fold-seeds 1] [--workers 1] [--max-runs N]
 
 The cases of issue 13, each written as the file a user would upload, from data the lab already has offline:
 
@@ -24,8 +24,9 @@ small-test note and time promise (from the speed finished runs measured here). U
 runs MiniLM pretrained vs random init (the ``full`` protocol, as the Kao & Lee recipe names them) for each
 seed (and fold) through the local executor, in background workers that exit when the queue is empty, and
 prints per condition the mean ± std test accuracy, each run's 95 % Wilson interval, the interval of all
-test examples together, the majority-class baseline and the runs' wall time. Runs are keyed by spec: a
-rerun serves finished ones from the store and runs only the rest.
+test examples together, the majority-class baseline and the runs' wall time. A k-fold case runs one seed
+per fold by default (``--fold-seeds``): its 5 folds are the repeats, as Compare counts them. Runs are keyed by
+spec: a rerun serves finished ones from the store and runs only the rest.
 """
 
 from __future__ import annotations
@@ -390,6 +391,9 @@ def main() -> None:
     parser.add_argument("--only", type=int, action="append", choices=[c.number for c in CASES],
                         help="run only case N (repeatable)")
     parser.add_argument("--seeds", type=int, default=3, help="seeds per condition (0..N-1; default 3)")
+    parser.add_argument("--fold-seeds", type=int, default=1,
+                        help="seeds per condition of a k-fold case (default 1: its k folds are the repeats, as "
+                             "Compare counts them)")
     parser.add_argument("--workers", type=int, default=1, help="background workers (default 1)")
     parser.add_argument("--max-runs", type=int, default=0, help="submit at most N runs in all (0: every run)")
     parser.add_argument("--long-max", type=int, default=1000, help="case 3: longest transcript taken (nt)")
@@ -423,12 +427,13 @@ def main() -> None:
             continue
         data_page_result(up)
         guess = new_experiment_notes(case, up, executor)
-        specs = specs_of(case, args.seeds)
+        seeds = args.fold_seeds if case.folds else args.seeds
+        specs = specs_of(case, seeds)
         if budget is not None:
             specs, budget = specs[:budget], budget - len(specs[:budget])
         finished = sum(1 for s in specs if (r := executor.result(resolve_spec(s).key)) and r.get("status") == "done")
         per_run = guess.seconds if guess else 0.0
-        say("plan", f"{len(specs)} runs ({', '.join(INITS)} x {args.seeds} seed(s)"
+        say("plan", f"{len(specs)} runs ({', '.join(INITS)} x {seeds} seed(s)"
                     f"{f' x {case.folds} folds' if case.folds else ''}{', capped by --max-runs' if args.max_runs else ''}"
                     f"), {finished} already in the store; about {per_run * (len(specs) - finished) / 60:.0f} min to run")
         planned += len(specs) - finished
