@@ -19,9 +19,10 @@ Per N it prints:
 * ``driver cpu``: Playwright's driver and this bench, which take the cores from the class too.
 
 ``--browsers-nice 19`` starts Chromium at that niceness: in a classroom the students' browsers run on their own
-machines, and at the lowest priority here they take only the cores the server and the worker leave, which
-separates what the server costs the worker from what the browsers cost it (the pages' own redraws then wait
-for the leftover cores, so their update figures are a floor).
+machines, and at the lowest priority here they should take only the cores the server and the worker leave.
+Where the kernel schedules each session as a group (``/proc/sys/kernel/sched_autogroup_enabled``), niceness
+orders processes only within their group, so the worker may still share the cores group for group (seen
+here: the worker at 0.31-0.36 of its solo speed at 10-30 students either way).
 
 Pages are sampled once a second, so more than one change per second is not seen. Needs Debian's Chromium at
 /usr/bin/chromium, the python playwright package, and the demo's assets (``python -m labcore fetch``).
