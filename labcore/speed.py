@@ -56,9 +56,10 @@ class Speed:
         """Where the figure comes from, as the New experiment page says it."""
         plural = "s" if self.shared != 1 else ""
         if not self.runs:
-            left = (f" (the {self.shared} run{plural} measured here shared the machine with other work, so their "
-                    f"speed is not the machine's)" if self.shared else "")
-            return f"no run measured yet: a typical figure, {self.tokens_per_s:,.0f} tokens/s{left}"
+            if self.shared:
+                return (f"a typical figure, {self.tokens_per_s:,.0f} tokens/s: the {self.shared} run{plural} measured "
+                        f"here shared the machine with other work, so their speed is not the machine's")
+            return f"no run measured yet: a typical figure, {self.tokens_per_s:,.0f} tokens/s"
         where = f"on {self.discipline}" if self.discipline else "on other disciplines"
         said = (f"from {self.runs} {self.protocol} run{'s' if self.runs != 1 else ''} of {self.model} {where} here: "
                 f"{self.tokens_per_s:,.0f} tokens/s")
