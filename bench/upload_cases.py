@@ -356,7 +356,7 @@ def report(case: Case, specs: list, executor) -> None:
             continue
         accuracies = [r.test.get("accuracy", float("nan")) for r in runs]
         agg = metrics.aggregate(accuracies) if len(runs) > 1 else None
-        spread = f"{agg.mean:.3f} ± {agg.std:.3f} (95 % t {agg.low:.3f}-{agg.high:.3f})" if agg else f"{accuracies[0]:.3f}"
+        spread = f"{agg.mean:.3f} ± {agg.std:.3f} (95 % t {agg.ci_low:.3f}-{agg.ci_high:.3f})" if agg else f"{accuracies[0]:.3f}"
         n = sum(r.test_examples for r in runs)
         correct = sum(round(r.test.get("accuracy", 0) * r.test_examples) for r in runs)
         pooled = metrics.wilson_interval(correct, n) if n else (float("nan"),) * 2
