@@ -123,9 +123,8 @@ def _register(demo: Demo) -> Demo:
 
 # DNA: MiniLM fine-tuned on splice junctions. The quick budget's 2 epochs take 75-90 s a run on a CPU with
 # native bf16 (172 s in fp32 on one without); 120 steps of batch 16 (1,920 examples, under one epoch) keep the
-# pair within three minutes on the former. At 5e-5 pretrained reached
-# only 0.69 validation accuracy by step 120; at 1e-4 (the quick budget's rate) it reached 0.91 (calibrated
-# once each).
+# pair within three minutes on the former. At 5e-5 pretrained reached only 0.69 validation accuracy by step
+# 120; at 1e-4 (the quick budget's rate) it reached 0.91 (calibrated once each).
 _DNA = dict(model="minilm", discipline="dna-splice", protocol="full", budget="quick", max_steps=120,
             eval_every=20, batch_size=16, lr=1e-4)
 _register(Demo(

@@ -104,8 +104,13 @@ def measured_speed(records: Iterable[RunRecord], model: str, protocol: str, disc
     """
     cores = cores or os.cpu_count() or 1
     same_model = [r for r in records if r.spec.get("model") == model and r.spec.get("protocol") == protocol]
-    alone = [r for r in same_model if had_the_machine(r, cores)]
-    beside = [r for r in same_model if not had_the_machine(r, cores) and run_tokens_per_s(r, mean_tokens) > 0]
+    alone: list[RunRecord] = []
+    beside: list[RunRecord] = []
+    for r in same_model:
+        if had_the_machine(r, cores):
+            alone.append(r)
+        elif run_tokens_per_s(r, mean_tokens) > 0:
+            beside.append(r)
 
     def median_of(runs: list[RunRecord], shared_figure: bool) -> Speed | None:
         here = [t for r in runs if r.spec.get("discipline") == discipline

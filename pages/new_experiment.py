@@ -305,8 +305,8 @@ def time_note(resolved: RunSpec, runs: int) -> None:
     guess = spec_lib.estimate(resolved, uploads.expected_sizes(up, folds), mean, tokens_per_s=rate.tokens_per_s)
     total = f" ({fmt_duration(guess.seconds * runs)} for the {runs} runs, one after another)" if runs > 1 else ""
     st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on {os.cpu_count() or 1} free "
-               f"cores{total}, at the speed {rate.words()}: {guess.kept:,} training examples of {mean:.0f} tokens, {guess.steps:,} steps, "
-               f"{guess.evaluations} validations. Other work on the machine slows it several times over; the run's "
+               f"cores{total}, at the speed {rate.words()}: {guess.kept:,} training examples of {mean:.0f} tokens, "
+               f"{guess.steps:,} steps, {guess.evaluations} validations. Other work on the machine slows it several times over; the run's "
                f"notes say how many threads it had.")
 
 

@@ -198,7 +198,7 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         "total_steps": end["total_steps"], "tokens_seen": int(end["steps_done"] * spec.batch_size * mean_tokens),
         "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
         "eval_accuracy": last.get("value"), "best_step": end["best_step"],
-        "unigram_baseline_accuracy": unigram_baseline(held_out), "tokens_per_s": end["samples_per_s"] * mean_tokens,
+        "unigram_baseline_accuracy": unigram_baseline(held_out),
         "wall_s": round(time.time() - started, 1),  # this attempt's
         "precision": cfg.precision, "device": device, "threads": torch.get_num_threads(),
         **devices.speed_fields(device, cfg.precision, end["samples_per_s"] * mean_tokens,
