@@ -234,6 +234,17 @@ def _predict(model, data, batch_size: int, device: str, precision: str, *, featu
     return torch.stack(outputs) if outputs else torch.empty(0)
 
 
+def counted_labels(data, info) -> np.ndarray:
+    """The labels a class metric counts: one per group (its first window's, in order of first appearance,
+    as :func:`labcore.metrics.vote` orders its groups) where a record's windows vote, else one per example."""
+    if not (info.vote_by_group and data.groups is not None):
+        return np.asarray(data.labels)
+    first: dict[Any, Any] = {}
+    for group, label in zip(data.groups, data.labels):
+        first.setdefault(group, label)
+    return np.asarray(list(first.values()))
+
+
 def evaluate_logits(logits, data, info) -> dict[str, float]:
     """Metric and loss of `logits` against `data`'s labels, voting over groups where the discipline says so."""
     import torch
@@ -246,13 +257,9 @@ def evaluate_logits(logits, data, info) -> dict[str, float]:
     loss = float(loss_fn(kind)(logits, labels).item()) if len(data) else float("nan")
     if info.output_kind == "class":
         predictions = logits.argmax(-1).numpy()
-        truth = data.labels
         if info.vote_by_group and data.groups is not None:
-            groups, predictions = metrics.vote(data.groups, predictions)
-            first = {}
-            for g, y in zip(data.groups, data.labels):
-                first.setdefault(g, y)
-            truth = np.asarray([first[g] for g in groups])
+            _groups, predictions = metrics.vote(data.groups, predictions)
+        truth = counted_labels(data, info)
     elif info.output_kind == "multilabel":
         predictions = (logits > 0).long().numpy()
         truth = data.labels
@@ -491,7 +498,10 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
     test_metrics = evaluate_logits(fit.predict("test"), splits["test"], info)
     baseline: dict[str, float] = {}
     if info.output_kind == "class":
-        baseline["majority"] = float(metrics.majority_baseline(splits["train"].labels, splits["test"].labels))
+        # In the unit the test metric counts: where windows vote, always answering the training records'
+        # most frequent class scores the share of test records of it, not of test windows.
+        baseline["majority"] = float(metrics.majority_baseline(counted_labels(splits["train"], info),
+                                                               counted_labels(splits["test"], info)))
     if workdir is not None:
         save_trained(prepared.model, workdir, commit_file)
         if prepared.mapping is not None:  # the exact table this run used, for the mapping page

@@ -200,3 +200,28 @@ def test_a_run_on_windowed_uploads_votes_and_says_so(tmp_path, monkeypatch):
     record = run(_spec(discipline="upload:long", discipline_params={}, max_steps=2, eval_every=1))
     assert record.status == "done" and record.test_examples == 4 and record.test_classes == 2  # 4 records (12 windows) vote
     assert any("cut into windows of 20" in note for note in record.notes)
+
+
+def test_the_majority_baseline_counts_records_where_windows_vote(tmp_path, monkeypatch):
+    # Long records of one class give many windows, short ones of the other one window each: the two
+    # majorities differ, and the baseline must be the one of the records the voted accuracy counts.
+    from labcore import data as disciplines
+    from labcore.data import upload
+
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    longs = "".join(f">a{i}|long\n{'ACGT' * 12}\n" for i in range(10))  # 48 symbols: 3 windows of 20
+    shorts = "".join(f">b{i}|short\n{'TTGA' * 4}\n" for i in range(20))  # 16 symbols: 1 window
+    upload.save_upload("mixed", "m.fasta", (longs + shorts).encode(), max_length=20)
+    record = run(_spec(discipline="upload:mixed", discipline_params={}, max_steps=2, eval_every=1))
+    dataset, _ = disciplines.load("upload:mixed", progress=lambda _m: None)
+
+    def records_of(split):  # one label per record
+        return dict(zip(dataset[split]["group"], dataset[split]["label"]))
+
+    train, test = records_of("train"), records_of("test")
+    train_windows = list(dataset["train"]["label"])
+    commonest_record = max(set(train.values()), key=list(train.values()).count)
+    assert commonest_record != max(set(train_windows), key=train_windows.count)  # the case that was wrong
+    expected = sum(label == commonest_record for label in test.values()) / len(test)
+    assert record.test_examples == len(test)
+    assert record.baseline["majority"] == pytest.approx(expected)
