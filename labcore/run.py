@@ -482,7 +482,7 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
 
 def _test_size(data, info) -> dict[str, int]:
     """How many examples the test metric counts (groups, where their windows vote) and of how many classes."""
-    units = len(set(data.groups)) if info.vote_by_group and data.groups is not None else len(data)
+    units = len(counted_labels(data, info))
     classes = len({int(y) for y in np.asarray(data.labels).ravel()}) if info.output_kind == "class" else 0
     return {"test_examples": units, "test_classes": classes}
 
