@@ -71,7 +71,7 @@ class Prepared:
 
         from labcore import mapping as mapping_lib
         from labcore import models
-        from labcore.encode import TEXT_MAX_LENGTH, encode_split, slice_vocabulary, subsample
+        from labcore.encode import TEXT_MAX_LENGTH, encode_split_kept, slice_vocabulary, subsample
 
         self.spec = spec = resolve_spec(spec)
         self.notes: list[str] = []
@@ -117,7 +117,7 @@ class Prepared:
         encode_kwargs = dict(adapter=spec.input_adapter, max_length=max_length, mapping=self.mapping,
                              tokenizer=tokenizer, cls_id=binfo.cls_id if specials else None,
                              sep_id=binfo.sep_id if specials else None)
-        self.splits = {name: encode_split(self.dataset[name], info, **encode_kwargs)
+        self.splits = {name: encode_split_kept(self.dataset[name], info, **encode_kwargs)
                        for name in ("train", "validation", "test")}
         train = self.splits["train"]
         keep = subsample(len(train), parse_train_size(spec.train_size), spec.train_token_budget,
