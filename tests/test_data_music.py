@@ -244,16 +244,19 @@ def test_unknown_composer_names_the_valid_ones():
         music.select_and_parse(music.MusicParams(composers=("bach", "nobody")), progress=lambda _m: None)
 
 
+# The default build (100 pieces a composer) parses for minutes on two cores, most of them on Beethoven's
+# quartets; the "quick" preset (10 a composer) runs the same pipeline by default, the whole one with the slow set.
 @pytest.mark.integration
-def test_music_composer_build_and_cache(capsys):
+@pytest.mark.parametrize("preset, cap", [("quick", 10), pytest.param("", 100, marks=pytest.mark.slow)])
+def test_music_composer_build_and_cache(capsys, preset, cap):
     from labcore.data import base, load
 
     lines: list[str] = []
     started = time.perf_counter()
-    dataset, info = load("music-composer", progress=lines.append)
+    dataset, info = load("music-composer", preset=preset, progress=lines.append)
     first_s = time.perf_counter() - started
     started = time.perf_counter()
-    again, _ = load("music-composer", progress=lines.append)
+    again, _ = load("music-composer", preset=preset, progress=lines.append)
     cached_s = time.perf_counter() - started
 
     assert info.class_names == ("Bach", "Palestrina", "Monteverdi", "Beethoven") and info.vote_by_group
@@ -273,7 +276,7 @@ def test_music_composer_build_and_cache(capsys):
     pieces = music.piece_counts(dataset, info)
     for composer in info.class_names:  # every composer has a piece in every split
         assert all(pieces[split][composer] >= 1 for split in base.SPLITS)
-    assert sum(pieces[s]["Bach"] for s in base.SPLITS) == 100  # the cap, skipped pieces replaced
+    assert sum(pieces[s]["Bach"] for s in base.SPLITS) == cap  # the cap, skipped pieces replaced
     assert sum(pieces[s]["Beethoven"] for s in base.SPLITS) <= 22
 
     # The second load comes from the Arrow cache: same files, same fingerprint.
@@ -285,14 +288,14 @@ def test_music_composer_build_and_cache(capsys):
         for label in dataset[split]["label"]:
             windows[split][info.class_names[label]] += 1
     with capsys.disabled():
-        print(f"\nmusic-composer: first load {first_s:.1f} s, cached load {cached_s:.2f} s")
+        print(f"\nmusic-composer ({cap} pieces a composer): first load {first_s:.1f} s, cached load {cached_s:.2f} s")
         for split in base.SPLITS:
             print(f"  {split:<10} pieces {pieces[split]}  windows {windows[split]}")
         print("  " + (lines[-1] if lines else "(built earlier: no build messages)"))
 
     # Another window length builds a new Arrow cache from the pitches parsed above: nothing is parsed.
     lines.clear()
-    shorter, short_info = load("music-composer", {"window": 32}, progress=lines.append)
+    shorter, short_info = load("music-composer", {"window": 32}, preset=preset, progress=lines.append)
     assert not any(line.startswith("music21 corpus: parsing") for line in lines)
     assert short_info.max_length == 32 and all(len(t) <= 32 for t in shorter["train"]["tokens"])
     assert set(shorter["test"]["group"]) == groups["test"]  # same pieces, same split

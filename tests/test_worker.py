@@ -160,8 +160,9 @@ def test_a_frozen_worker_looks_dead_and_comes_back_when_it_thaws(store, workers,
 def test_a_stalled_worker_is_fenced_out_once_its_run_is_resumed_elsewhere(store, workers, tiny_model, tmp_path):
     # The sequence that corrupted runs: a worker stalls (SIGSTOP), its run is seen dead and resumed by a
     # second worker, then the first one wakes (SIGCONT). Its buffered steps, its checkpoint and its
-    # "interrupted" must all be refused: the resumed attempt's curve stays whole.
-    total = 2000
+    # "interrupted" must all be refused: the resumed attempt's curve stays whole. 600 steps leave the
+    # second attempt training for hundreds of steps after the first wakes (it wakes at step 200 or later).
+    total = 600
     reader = Store(store.root, StoreSettings(stale_after_s=2.0))
     first = workers("--checkpoint-every", "20")
     key = submit(store, tiny_spec(tiny_model, max_steps=total)).key
