@@ -11,19 +11,28 @@ PORT   ?= 8501
 
 setup: $(STAMP)
 
+PIP     := $(PY) -m pip install --disable-pip-version-check -q --no-compile
+# pip compiles every installed module on one core; compileall -j 0 does the same work on every core. The
+# compiled files matter: where PYTHONDONTWRITEBYTECODE is set, nothing is compiled on import, and every
+# process would compile torch again. A module that does not compile is skipped, as pip skips it (torch
+# ships test helpers in newer Python syntax).
+COMPILE := $(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
+
 # torch first and alone: torch==2.13.0 is the local CPU wheel; resolving it together with the rest
 # could let pip pick a CUDA build from the registry.
 $(STAMP): requirements.txt constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check -q "$$(head -n 1 requirements.txt)"
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt -c constraints.txt
+	$(PIP) "$$(head -n 1 requirements.txt)"
+	$(PIP) -r requirements.txt -c constraints.txt
+	$(COMPILE)
 	touch $(STAMP)
 
 # The optional Ray executor: `make test` installs it so tests/test_ray.py runs; `make run` never needs it.
 setup-ray: $(RAY_STAMP)
 
 $(RAY_STAMP): $(STAMP) requirements-ray.txt
-	$(PY) -m pip install --disable-pip-version-check -q -r requirements-ray.txt -c constraints.txt
+	$(PIP) -r requirements-ray.txt -c constraints.txt
+	$(COMPILE)
 	touch $(RAY_STAMP)
 
 assets: setup
