@@ -61,12 +61,17 @@ def cmd_data(args: argparse.Namespace) -> int:
         for name in data.names():
             discipline = data.get(name)
             ok, why = discipline.available()
-            info = discipline.info(data.parse_params(discipline, {}))
-            if ok:
+            params = data.parse_params(discipline, {})
+            info = discipline.info(params)
+            # Sizes only of data sets already built: a listing must not start builds (the music corpus
+            # alone parses for minutes on a fresh machine).
+            if ok and data.is_built(discipline, params):
                 summary = data.summarize(name, progress=lambda m: print(f"  ({m})", file=sys.stderr),
                                          n_examples=0)
                 sizes = "/".join(f"{summary.split_sizes[s]:,}" for s in ("train", "validation", "test"))
                 state = f"available  train/val/test {sizes}"
+            elif ok:
+                state = f"available  not built yet: `python -m labcore data show {name}` builds it"
             else:
                 state = f"unavailable: {why}"
             classes = (", ".join(info.class_names) if info.output_kind == "class"

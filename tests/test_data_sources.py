@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -92,3 +93,20 @@ def test_data_show_dna_splice(fetched_assets):
                          capture_output=True, text=True, timeout=300, check=True).stdout
     assert "3,186 sequences" in out and "EI 767 / IE 765 / N 1,654" in out
     assert "min 60, mean 60.0, max 60" in out and out.count("e.g.") == 3
+
+
+def test_data_list_builds_nothing_and_says_what_is_not_built(tmp_path, fetched_assets):
+    # A fresh cache with the fetched assets only: the listing reads, it never builds (the music corpus alone
+    # would parse for minutes).
+    from labcore import paths
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / "assets").symlink_to(paths.cache_dir() / "assets")
+    out = subprocess.run([sys.executable, "-m", "labcore", "data", "list"], cwd=REPO, capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "TRANSFERLAB_CACHE": str(cache)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    for name in ("dna-splice", "music-composer", "bits-xor", "listops", "text-sentiment"):
+        line = next(line for line in out.stdout.splitlines() if line.startswith(name + " "))
+        assert f"available  not built yet: `python -m labcore data show {name}` builds it" in line, line
+    assert not any((cache / "datasets").glob("*/*"))

@@ -12,8 +12,8 @@ from collections import Counter
 from typing import Any
 
 from labcore.data.base import (  # noqa: F401  (re-exported for callers)
-    Discipline, DisciplineInfo, NoParams, ProgressFn, Summary, example_lengths, label_counts, load_cached,
-    parse_params,
+    Discipline, DisciplineInfo, NoParams, ProgressFn, Summary, example_lengths, is_built, label_counts,
+    load_cached, parse_params,
 )
 from labcore.registry import Registry
 

@@ -280,6 +280,11 @@ def fold_split(labels: Sequence[Any], k: int, fold: int, seed: int, *, groups: S
     return out
 
 
+def is_built(discipline: Discipline, params: Any) -> bool:
+    """Whether the data set of these params is in the Arrow cache (loading it then builds nothing)."""
+    return (cache_path(discipline.name, params) / "dataset_dict.json").is_file()
+
+
 def load_cached(discipline: Discipline, params: Any, progress: ProgressFn = print):
     """Load the built DatasetDict from the Arrow cache, building it first if needed.
 
@@ -290,7 +295,7 @@ def load_cached(discipline: Discipline, params: Any, progress: ProgressFn = prin
 
     datasets.disable_progress_bars()  # the lab reports progress itself; tqdm bars flood logs and pages
     target = cache_path(discipline.name, params)
-    if (target / "dataset_dict.json").is_file():
+    if is_built(discipline, params):
         return datasets.load_from_disk(str(target))
     dataset = discipline.build(params, progress)
     missing = [s for s in SPLITS if s not in dataset]
