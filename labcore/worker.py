@@ -59,6 +59,9 @@ class Worker:
         self._halt = threading.Event()
         self._current: tuple[Claim, EventSink] | None = None
         self._lost = False  # the job was taken from us (resumed elsewhere after a false "dead")
+        # Held while the current claim changes, and by a heartbeat that found its claim taken: a beat that
+        # read the claim just before it ended must not mark the next claim lost (it stopped after one step).
+        self._claim_lock = threading.Lock()
         self.load_error = ""  # the traceback of a kind module that could not be imported
         self.state = "starting"  # "idle" once the kinds and torch are imported (a warm worker)
 
@@ -90,7 +93,9 @@ class Worker:
         self.store.worker_heartbeat(self.pid, state="running", run=claim.key)
         if sink.fenced or not self.store.heartbeat(claim.key, claim.attempt, pid=self.pid, step=sink.step,
                                                    total_steps=sink.total_steps, loss=sink.loss):
-            self._lost = True
+            with self._claim_lock:
+                if self._current is current:
+                    self._lost = True
         sink.flush_if_due()
 
     # ----------------------------------------------------------------------------------- the loop
@@ -196,8 +201,9 @@ class Worker:
     def run_claim(self, claim: Claim) -> str:
         """Run one claimed job to its end; returns the status recorded."""
         sink = EventSink(self.store, claim.key, self.settings, attempt=claim.attempt)
-        self._current = (claim, sink)
-        self._lost = False
+        with self._claim_lock:
+            self._current = (claim, sink)
+            self._lost = False
         outcome = Outcome("failed")
         try:
             with OutputCapture(sink, self.settings.capture_join_s):
@@ -225,7 +231,8 @@ class Worker:
             if not lost:
                 self._finish(claim, outcome.status, result=outcome.result, error=outcome.error,
                              traceback=outcome.traceback)
-            self._current = None
+            with self._claim_lock:
+                self._current = None
             health.keep_reserve(self.store.root)  # back once there is room again
         if lost:
             # Quietly: the job's stream and record belong to the attempt that superseded this one.

@@ -271,3 +271,32 @@ def test_the_app_starts_one_worker_and_the_cli_stops_it(store, tiny_model):
             return process_state(started[0]) == "gone"
 
         wait_for("the worker to be reaped", reaped, 30)
+
+
+def test_a_heartbeat_about_the_claim_that_just_ended_leaves_the_next_one_running(store, tiny_model, monkeypatch):
+    # The heartbeat thread reads the current claim, the main thread ends that job and starts the next, then
+    # the beat's refused heartbeat (the first job is done) arrives: it must not mark the next job lost. It did:
+    # the next run stopped after its first step and was reaped dead with its worker alive.
+    from labcore.attempt import EventSink
+    from labcore.worker import Worker
+
+    worker = Worker(store)
+    submit(store, tiny_spec(tiny_model, 0, max_steps=2))
+    submit(store, tiny_spec(tiny_model, 1, max_steps=2))
+    first = store.claim(worker.pid)
+    assert worker.run_claim(first) == "done"
+    second = store.claim(worker.pid)
+    worker._current = (first, EventSink(store, first.key, worker.settings, attempt=first.attempt))
+    refused = store.heartbeat
+
+    def next_claim_meanwhile(*args, **kwargs):
+        answer = refused(*args, **kwargs)
+        worker._current = (second, EventSink(store, second.key, worker.settings, attempt=second.attempt))
+        return answer
+
+    monkeypatch.setattr(store, "heartbeat", next_claim_meanwhile)
+    worker.beat()
+    assert worker._should_stop(second) is None
+    monkeypatch.undo()
+    worker._current = None
+    assert worker.run_claim(second) == "done"
