@@ -11,11 +11,17 @@ that trained on fewer threads than the machine has cores (two workers side by si
 started) or beside other processes that kept a core busy (``busy_cores``) measures a fraction of the machine.
 Nine MiniLM runs of a recipe's two workers, under a load of 3-6, measured 300-600 tokens/s where the machine
 alone gives several thousand: taken as they were, they promised a ten-times-too-long wait. Such runs serve only
-where nothing else is known. Pure functions over run records; no torch, no store.
+where nothing else is known.
+
+A token does not cost the same at every length: attention grows with the square of it, so a run borrowing the
+speed of 60-token data for 490-token windows promised half the time it took. The seconds per token of the model's
+runs are a line in their examples' length (:func:`length_cost`, fitted on the runs themselves), and a speed
+measured at one length is carried to another along it. Pure functions over run records; no torch, no store.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 from dataclasses import dataclass
@@ -41,6 +47,63 @@ def typical_tokens_per_s(model: str) -> float | None:
 
 
 @dataclass(frozen=True)
+class LengthCost:
+    """Seconds a training token costs as a line in the examples' mean length: ``per_token_s +
+    per_token_per_length_s * length``, fitted on runs that trained under the same conditions (their thread counts
+    and whether the machine was busy), so the line's shape is the length's alone."""
+
+    per_token_s: float
+    per_token_per_length_s: float
+    runs: int
+    shortest: float  # the fitted runs' examples, in tokens
+    longest: float
+
+    def seconds_per_token(self, length: float) -> float:
+        return self.per_token_s + self.per_token_per_length_s * length
+
+    def carry(self, tokens_per_s: float, from_length: float, to_length: float) -> float:
+        """A speed measured on examples of ``from_length`` tokens, for examples of ``to_length``."""
+        return tokens_per_s * self.seconds_per_token(from_length) / self.seconds_per_token(to_length)
+
+
+# A line through fewer runs, or over lengths closer than twice apart, says more about noise than about length.
+LENGTH_FIT_MIN_RUNS = 3
+LENGTH_FIT_MIN_SPAN = 2.0
+# Carried speeds that move less than this are said without the carrying.
+LENGTH_WORTH_SAYING = 0.05
+
+
+def length_cost(records: Iterable[RunRecord], cores: int) -> LengthCost | None:
+    """The seconds per token of ``records`` (one model and protocol) as a line in their examples' length.
+
+    Runs are grouped by the conditions they trained under (fewest threads, busy machine or not): across groups
+    the speed differs for reasons other than length. The group whose lengths span the most (at least
+    :data:`LENGTH_FIT_MIN_RUNS` runs over lengths :data:`LENGTH_FIT_MIN_SPAN` times apart) gives the line
+    (``scipy.stats.linregress`` of seconds per token on length). None where no group qualifies or the line
+    does not rise with length from a positive cost: then nothing is carried.
+    """
+    groups: dict[tuple[int, bool], list[tuple[float, float]]] = {}
+    for r in records:
+        speed = run_tokens_per_s(r)
+        if speed <= 0 or r.busy_cores < 0:  # older records do not say whether the machine was busy
+            continue
+        condition = (min((n for _, n in r.threads), default=cores), r.busy_cores >= BUSY_THRESHOLD)
+        groups.setdefault(condition, []).append((r.train_tokens, 1.0 / speed))
+    fits = [points for points in groups.values() if len(points) >= LENGTH_FIT_MIN_RUNS
+            and max(x for x, _ in points) >= LENGTH_FIT_MIN_SPAN * min(x for x, _ in points)]
+    if not fits:
+        return None
+    points = max(fits, key=lambda p: (max(x for x, _ in p) / min(x for x, _ in p), len(p)))
+    from scipy import stats
+
+    line = stats.linregress([x for x, _ in points], [y for _, y in points])
+    if not (line.slope > 0 and line.intercept > 0):
+        return None
+    lengths = [x for x, _ in points]
+    return LengthCost(float(line.intercept), float(line.slope), len(points), min(lengths), max(lengths))
+
+
+@dataclass(frozen=True)
 class Speed:
     """A training speed and where it comes from."""
 
@@ -51,6 +114,17 @@ class Speed:
     discipline: str  # the runs' discipline; "" where they trained on any discipline of the model
     shared: int = 0  # runs measured here that shared the machine: left out, or (shared_figure) all there is
     shared_figure: bool = False  # the figure comes from such runs: a machine of one's own is faster
+    measured_tokens: float = 0.0  # the runs' examples (median, tokens) where their speed was carried to another length
+    length: LengthCost | None = None  # what carried it
+    for_tokens: float = 0.0  # the length it was carried to
+
+    def carried(self) -> str:
+        """How the speed was carried from the runs' length to the data's, '' where it was not."""
+        if self.length is None:
+            return ""
+        return (f" at {self.for_tokens:,.0f} tokens an example, carried from their {self.measured_tokens:,.0f} by the "
+                f"cost per token {self.length.runs} runs measured at {self.length.shortest:,.0f} to "
+                f"{self.length.longest:,.0f} tokens")
 
     def words(self) -> str:
         """Where the figure comes from, as the New experiment page says it."""
@@ -62,7 +136,7 @@ class Speed:
             return f"no run measured yet: a typical figure, {self.tokens_per_s:,.0f} tokens/s"
         where = f"on {self.discipline}" if self.discipline else "on other disciplines"
         said = (f"from {self.runs} {self.protocol} run{'s' if self.runs != 1 else ''} of {self.model} {where} here: "
-                f"{self.tokens_per_s:,.0f} tokens/s")
+                f"{self.tokens_per_s:,.0f} tokens/s{self.carried()}")
         if self.shared_figure:
             return said + " (measured beside other work: a machine of its own is faster)"
         if self.shared:
@@ -100,7 +174,9 @@ def measured_speed(records: Iterable[RunRecord], model: str, protocol: str, disc
     same discipline where there are any, else on every discipline; where none was measured alone, the
     model's typical figure (:data:`TYPICAL_TOKENS_PER_S`); where it has none, the runs that shared the
     machine in the same order; None where nothing is known. The median, because one run slowed by something
-    its record cannot see must not move the promise.
+    its record cannot see must not move the promise. Where ``mean_tokens`` is known and the runs trained on
+    examples of another length, each run's speed is carried to it first (:func:`length_cost`, fitted on all
+    the model and protocol's runs).
     """
     cores = cores or os.cpu_count() or 1
     same_model = [r for r in records if r.spec.get("model") == model and r.spec.get("protocol") == protocol]
@@ -112,21 +188,29 @@ def measured_speed(records: Iterable[RunRecord], model: str, protocol: str, disc
         elif run_tokens_per_s(r, mean_tokens) > 0:
             beside.append(r)
 
-    def median_of(runs: list[RunRecord], shared_figure: bool) -> Speed | None:
-        here = [t for r in runs if r.spec.get("discipline") == discipline
-                if (t := run_tokens_per_s(r, mean_tokens)) > 0]
-        if here:
-            return Speed(statistics.median(here), len(here), model, protocol, discipline,
-                         len(beside), shared_figure)
-        anywhere = [t for r in runs if (t := run_tokens_per_s(r)) > 0]
-        if anywhere:
-            return Speed(statistics.median(anywhere), len(anywhere), model, protocol, "", len(beside), shared_figure)
-        return None
+    cost = length_cost(same_model, cores) if mean_tokens > 0 else None
 
-    found = median_of(alone, False)
+    def median_of(runs: list[RunRecord], shared_figure: bool, where: str) -> Speed | None:
+        measured = [(r.train_tokens or mean_tokens, t) for r in runs
+                    if (t := run_tokens_per_s(r, mean_tokens if where else 0.0)) > 0]
+        if not measured:
+            return None
+        speed = statistics.median(t for _, t in measured)
+        carried = statistics.median(cost.carry(t, n, mean_tokens) for n, t in measured) if cost else speed
+        found = Speed(speed, len(measured), model, protocol, where, len(beside), shared_figure)
+        if abs(carried / speed - 1) <= LENGTH_WORTH_SAYING:
+            return found
+        return dataclasses.replace(found, tokens_per_s=carried, length=cost, for_tokens=mean_tokens,
+                                   measured_tokens=statistics.median(n for n, _ in measured))
+
+    def first_of(runs: list[RunRecord], shared_figure: bool) -> Speed | None:
+        here = [r for r in runs if r.spec.get("discipline") == discipline]
+        return median_of(here, shared_figure, discipline) or median_of(runs, shared_figure, "")
+
+    found = first_of(alone, False)
     if found is not None:
         return found
     typical = typical_tokens_per_s(model)
     if typical is not None:
         return Speed(typical, 0, model, protocol, discipline, len(beside))
-    return median_of(beside, True)
+    return first_of(beside, True)

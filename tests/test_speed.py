@@ -99,3 +99,51 @@ def test_the_typical_figure_follows_the_cpus_bf16(monkeypatch):
     monkeypatch.setattr(speed, "native_bf16", lambda device: True)  # auto precision is bf16 there: twice as fast
     assert typical_tokens_per_s("minilm") == MINILM_TOKENS_PER_S_BF16
     assert typical_tokens_per_s("antiberty") is None
+
+
+def cost_run(discipline: str, tokens: float, *, a: float = 1e-3, b: float = 3e-6, threads: int = 1,
+             busy: float = 1.0) -> RunRecord:
+    """A run whose speed follows seconds per token = a + b * length (two workers side by side by default)."""
+    return run(discipline, 1.0 / ((a + b * tokens) * tokens), tokens, threads=threads, busy=busy)
+
+
+def test_the_cost_per_token_is_a_line_in_the_length_fitted_on_runs_of_one_condition():
+    from labcore.speed import length_cost
+
+    beside = [cost_run(d, n) for d, n in (("text", 27.0), ("dna", 62.0), ("music", 64.0), ("midi", 130.0),
+                                          ("long", 488.0))]
+    alone = [cost_run("dna", 62.0, a=5e-4, b=1e-6, threads=2, busy=0.0) for _ in range(3)]  # one length only
+    cost = length_cost(beside + alone, cores=2)
+    assert (cost.runs, cost.shortest, cost.longest) == (5, 27.0, 488.0)
+    assert cost.per_token_s == pytest.approx(1e-3) and cost.per_token_per_length_s == pytest.approx(3e-6)
+    # 1,600 tokens/s at 62 tokens is (1e-3 + 3e-6 * 490) / (1e-3 + 3e-6 * 62) = 2.08 times slower at 490
+    assert cost.carry(1600.0, 62.0, 490.0) == pytest.approx(1600.0 * 1.186e-3 / 2.47e-3)
+
+    # what cannot give a line gives none: too few runs, lengths too close, older records that do not say whether
+    # the machine was busy, or a cost that falls with the length
+    assert length_cost(beside[:2], cores=2) is None
+    assert length_cost([cost_run("dna", n) for n in (62.0, 64.0, 100.0)], cores=2) is None
+    assert length_cost([cost_run(d, n, busy=-1.0) for d, n in (("a", 27.0), ("b", 130.0), ("c", 488.0))],
+                       cores=2) is None
+    assert length_cost([cost_run(d, n, b=-1e-6) for d, n in (("a", 27.0), ("b", 130.0), ("c", 488.0))],
+                       cores=2) is None
+
+
+def test_a_speed_measured_on_short_examples_is_carried_to_long_ones():
+    # the machine alone measured 62-token DNA; two workers side by side measured 27 to 130 tokens
+    alone = [cost_run("upload:dna", 62.0, a=5e-4, b=1.5e-6, threads=2, busy=0.0) for _ in range(3)]
+    beside = [cost_run(d, n) for d, n in (("text", 27.0), ("dna", 62.0), ("music", 64.0), ("midi", 130.0))]
+    long = measured_speed(alone + beside, "minilm", "full", "upload:long", mean_tokens=490.0, cores=2)
+    short = 1.0 / (5e-4 + 1.5e-6 * 62.0)
+    assert long.tokens_per_s == pytest.approx(short * (1e-3 + 3e-6 * 62.0) / (1e-3 + 3e-6 * 490.0))
+    assert long.tokens_per_s < short / 2  # taken as it was, the promise was less than half the time
+    assert long.words() == (f"from 3 full runs of minilm on other disciplines here: {long.tokens_per_s:,.0f} "
+                            f"tokens/s at 490 tokens an example, carried from their 62 by the cost per token 4 runs "
+                            f"measured at 27 to 130 tokens (4 runs that shared the machine left out)")
+
+    # the data's own length: nothing to carry, and the words do not say it
+    same = measured_speed(alone + beside, "minilm", "full", "upload:dna", mean_tokens=62.0, cores=2)
+    assert same.tokens_per_s == pytest.approx(short) and same.length is None and "carried" not in same.words()
+    # no length known (older callers): the speed as measured
+    assert measured_speed(alone + beside, "minilm", "full", "upload:long", cores=2).tokens_per_s == \
+        pytest.approx(short)
