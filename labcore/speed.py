@@ -87,8 +87,7 @@ def length_cost(records: Iterable[RunRecord], cores: int) -> LengthCost | None:
         speed = run_tokens_per_s(r)
         if speed <= 0 or r.busy_cores < 0:  # older records do not say whether the machine was busy
             continue
-        condition = (min((n for _, n in r.threads), default=cores), r.busy_cores >= BUSY_THRESHOLD)
-        groups.setdefault(condition, []).append((r.train_tokens, 1.0 / speed))
+        groups.setdefault(condition(r, cores), []).append((r.train_tokens, 1.0 / speed))
     fits = [points for points in groups.values() if len(points) >= LENGTH_FIT_MIN_RUNS
             and max(x for x, _ in points) >= LENGTH_FIT_MIN_SPAN * min(x for x, _ in points)]
     if not fits:
@@ -160,8 +159,14 @@ def had_the_machine(record: RunRecord, cores: int) -> bool:
     """Whether a run trained with the machine to itself: on as many threads as it has cores from start to end,
     and no other process kept a core busy meanwhile. Runs off the CPU (no thread counts) and records older than
     ``busy_cores`` are judged on what they say."""
-    fewest = min((n for _, n in record.threads), default=cores)
-    return fewest >= cores and record.busy_cores < BUSY_THRESHOLD
+    fewest, busy = condition(record, cores)
+    return fewest >= cores and not busy
+
+
+def condition(record: RunRecord, cores: int) -> tuple[int, bool]:
+    """What a run trained under: its fewest threads (``cores`` off the CPU, where it has no thread counts) and
+    whether other processes kept a core busy meanwhile."""
+    return min((n for _, n in record.threads), default=cores), record.busy_cores >= BUSY_THRESHOLD
 
 
 def measured_speed(records: Iterable[RunRecord], model: str, protocol: str, discipline: str, *,
