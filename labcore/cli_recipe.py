@@ -20,7 +20,8 @@ from labcore.errors import LabError
 from labcore.executor import executor_for
 from labcore.fmt import fmt_duration
 from labcore.recipes import BUDGETS, RECIPES, Recipe
-from labcore.recipes.drive import Progress, advance, expected_of, expected_sentence, plan_of, results_of
+from labcore.recipes.drive import (Progress, advance, expected_of, expected_sentence, plan_for, plan_of, results_of,
+                                   seeds_flag, seeds_words)
 from labcore.recipes.report import to_csv, to_html, to_text
 from labcore.store import Store, open_store
 
@@ -63,12 +64,15 @@ def _add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", help="the recipe (see `python -m labcore recipe list`)")
     parser.add_argument("--budget", default="quick", choices=BUDGETS,
                         help="quick (a 2-core CPU), standard, or paper (a GPU); default quick")
-    parser.add_argument("--seeds", default="", help="comma-separated seeds (default: the recipe's for the budget)")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds, fixed; default: the sequential rule's "
+                                                     "(3 seeds, then 5 and 8 for the claims still open)")
+    parser.add_argument("--cap-minutes", type=float, default=math.inf, metavar="M",
+                        help="the sequential rule adds no look that would take the recipe past M minutes of run time")
     _add_store_argument(parser)
 
 
 def _seeds(text: str) -> tuple[int, ...] | None:
-    if not text.strip():
+    if not text.strip() or text.strip() == "sequential":
         return None
     try:
         return tuple(int(part) for part in text.split(",") if part.strip())
@@ -96,7 +100,8 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(f"  {budget:8} seeds {','.join(map(str, plan.seeds)):10} {len(plan.steps):4} jobs, {stages}: "
                   f"{expected_sentence(recipe, plan, results_of(plan, store))}")
         print()
-    print("Run one with `python -m labcore recipe run NAME [--budget quick] [--seeds 0,1,2]`.")
+    print("Run one with `python -m labcore recipe run NAME [--budget quick] [--cap-minutes 45]` (seeds as the "
+          "sequential rule needs them) or fix the seeds with `--seeds 0,1,2`.")
     return 0
 
 
@@ -129,13 +134,20 @@ def _print_progress(store: Store, recipe: Recipe, plan, progress: Progress, seen
             print(f"  not queued: {error}", file=sys.stderr, flush=True)
 
 
+def _plan(args: argparse.Namespace, recipe: Recipe, store: Store):
+    if not args.cap_minutes > 0:
+        raise LabError(f"--cap-minutes must be above 0, got {args.cap_minutes:g}")
+    return plan_for(recipe, args.budget, _seeds(args.seeds), store, cap_s=args.cap_minutes * 60)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     recipe = _recipe(args.name)
-    plan = plan_of(recipe, args.budget, _seeds(args.seeds))
     executor = executor_for(open_store(args.store), autostart=not args.no_start)
     store = executor.store
-    print(f"{recipe.title}: {plan.budget} budget, seeds {','.join(map(str, plan.seeds))}, {len(plan.steps)} jobs "
-          f"(group {plan.group}): {expected_sentence(recipe, plan, results_of(plan, store))}", flush=True)
+    plan = _plan(args, recipe, store)
+    again = f"{recipe.name} --budget {plan.budget}{seeds_flag(plan)}"
+    print(f"{recipe.title}: {plan.budget} budget, {seeds_words(plan)}, {len(plan.steps)} jobs (group {plan.group}): "
+          f"{expected_sentence(recipe, plan, results_of(plan, store))}", flush=True)
     seen: dict[str, str] = {}
     # The explicit run retries the steps that ended without success; the polls below never do.
     progress = advance(plan, executor, retry=True)
@@ -145,34 +157,41 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if args.no_wait:
         if not progress.ended:
-            later = (" Its later stages are queued once the earlier ones end, by `recipe run` again or the Recipes "
-                     "page." if len(plan.stages) > 1 else "")
-            print(f"Queued.{later} Follow it with `python -m labcore recipe report {recipe.name} --budget "
-                  f"{plan.budget} --seeds {','.join(map(str, plan.seeds))}`.")
+            later = (" Its later stages (and the sequential rule's further seeds) are queued once the earlier ones "
+                     "end, by `recipe run` again or the Recipes page." if len(plan.stages) > 1 or plan.sequential
+                     else "")
+            print(f"Queued.{later} Follow it with `python -m labcore recipe report {again}`.")
             return 0
     else:
         try:
-            while not progress.ended:
-                time.sleep(max(0.1, args.poll))
+            while True:
+                if progress.ended:
+                    grown = _plan(args, recipe, store)  # the rule looks at the finished seeds
+                    if grown.steps == plan.steps:
+                        plan = grown
+                        break
+                    plan = grown
+                    print(f"the rule looks again: {seeds_words(plan)}, {len(plan.steps)} jobs", flush=True)
+                else:
+                    time.sleep(max(0.1, args.poll))
                 progress = advance(plan, executor)
                 _print_progress(store, recipe, plan, progress, seen)
         except KeyboardInterrupt:
             print(f"\nStopped waiting; the recipe's jobs stay queued for the workers. `python -m labcore recipe run "
-                  f"{recipe.name} --budget {plan.budget} --seeds {','.join(map(str, plan.seeds))}` follows it "
-                  f"again (and queues its later stages); `recipe report` shows what has finished.", file=sys.stderr)
+                  f"{again}` follows it again (and queues its later stages); `recipe report` shows what has "
+                  f"finished.", file=sys.stderr)
             return 130
     report = recipe.report(plan, results_of(plan, store))
     print()
     print(to_text(report, all_tables=False), end="")
-    print(f"\nThe whole report: `python -m labcore recipe report {recipe.name} --budget {plan.budget} --seeds "
-          f"{','.join(map(str, plan.seeds))} --html report.html`.")
+    print(f"\nThe whole report: `python -m labcore recipe report {again} --html report.html`.")
     return 0 if progress.failed == 0 else 1
 
 
 def cmd_report(args: argparse.Namespace) -> int:
     recipe = _recipe(args.name)
-    plan = plan_of(recipe, args.budget, _seeds(args.seeds))
     store = open_store(args.store)
+    plan = _plan(args, recipe, store)
     results = results_of(plan, store)
     report = recipe.report(plan, results)
     print(to_text(report), end="")

@@ -10,6 +10,28 @@ from typing import Any
 STATUSES = ("done", "failed", "diverged", "cancelled", "interrupted")
 
 
+def pack_correct(correct: Any) -> str:
+    """Per-example right/wrong as base64 text: the count, a colon, then the bits packed eight to a byte."""
+    import base64
+
+    import numpy as np
+
+    bits = np.asarray(correct, dtype=bool)
+    return f"{len(bits)}:" + base64.b64encode(np.packbits(bits).tobytes()).decode("ascii")
+
+
+def unpack_correct(text: str) -> "Any":
+    """The boolean array :func:`pack_correct` wrote (None for "")."""
+    import base64
+
+    import numpy as np
+
+    if not text:
+        return None
+    count, _, data = text.partition(":")
+    return np.unpackbits(np.frombuffer(base64.b64decode(data), dtype=np.uint8))[:int(count)].astype(bool)
+
+
 @dataclass(frozen=True)
 class RunRecord:
     key: str
@@ -57,6 +79,10 @@ class RunRecord:
     # what a protocol's stage before training measured (ORCA's alignment: "name", "distance", "before",
     # "after", "curve" [[step, value], ...], "seconds"); empty where the protocol has no stage
     stage: dict[str, Any] = field(default_factory=dict)
+    # which test examples the best checkpoint got right, in the test split's order (class outputs, windows'
+    # votes counted once): base64 of the packed bits (pack_correct), about 70 characters a 500-example test set.
+    # Lets a report pool paired per-example tests over seeds. "": not kept (other outputs, older records).
+    test_correct: str = ""
     error: str = ""
 
     def to_dict(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from labcore import cores
 from labcore import data as data_registry
 from labcore import device as devices
 from labcore.errors import LabError
-from labcore.record import RunRecord
+from labcore.record import RunRecord, pack_correct
 from labcore.resolve import resolve_spec
 from labcore.spec import RunSpec, parse_train_size
 
@@ -243,6 +243,18 @@ def counted_labels(data, info) -> np.ndarray:
     for group, label in zip(data.groups, data.labels):
         first.setdefault(group, label)
     return np.asarray(list(first.values()))
+
+
+def correct_examples(logits, data, info):
+    """Which examples (windows' votes counted once) the logits classify right; None for other outputs."""
+    from labcore import metrics
+
+    if info.output_kind != "class":
+        return None
+    predictions = logits.argmax(-1).numpy()
+    if info.vote_by_group and data.groups is not None:
+        _groups, predictions = metrics.vote(data.groups, predictions)
+    return predictions == counted_labels(data, info)
 
 
 def evaluate_logits(logits, data, info) -> dict[str, float]:
@@ -495,7 +507,9 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
 
     prepared, info, splits = fit.prepared, fit.prepared.info, fit.prepared.splits
     val_metrics = evaluate_logits(fit.predict("validation"), splits["validation"], info)
-    test_metrics = evaluate_logits(fit.predict("test"), splits["test"], info)
+    test_logits = fit.predict("test")
+    test_metrics = evaluate_logits(test_logits, splits["test"], info)
+    correct = correct_examples(test_logits, splits["test"], info)
     baseline: dict[str, float] = {}
     if info.output_kind == "class":
         # In the unit the test metric counts: where windows vote, always answering the training records'
@@ -520,7 +534,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
         error=end.get("error", ""), threads=[list(t) for t in fit.threads], busy_cores=end.get("busy_cores", -1.0),
-        stage=fit.stage,
+        stage=fit.stage, test_correct=pack_correct(correct) if correct is not None else "",
         **_test_size(splits["test"], info))
 
 

@@ -70,7 +70,7 @@ class TrainParams:
     grad_clip: float  # 0: off
     weight_decay: float
     eval_every: int  # steps between validation evaluations (0: once per epoch)
-    patience: int  # evaluations without improvement before stopping early (0: off)
+    patience: int  # evaluations without improvement before stopping early (0: off), never before min_steps
     # floors that fit a budget to small data (0: off). An explicit epochs / max_steps turns min_steps off,
     # an explicit eval_every turns min_evals off (see resolve): the floors adapt a budget, not a choice.
     min_steps: int  # more epochs where `epochs` would give fewer optimiser steps than this

@@ -299,7 +299,9 @@ def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg:
                     return
             if evaluating:
                 yield run_eval()
-                if cfg.patience > 0 and st.bad_evals >= cfg.patience:
+                # a plateau ends the run only past the floor of min_steps: a run must first leave its start (the
+                # majority class) before a lull in validation may stop it
+                if cfg.patience > 0 and st.bad_evals >= cfg.patience and st.step >= cfg.min_steps:
                     yield {"type": "log", "message": f"early stop at step {st.step}: no improvement in "
                                                      f"{cfg.patience} evaluations"}
                     yield finish("done")

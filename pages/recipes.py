@@ -2,10 +2,11 @@
 verdict on every claim with the numbers that decide it, the tables and figures in the paper's shape, and the
 paper's own numbers beside them.
 
-``?recipe=NAME&budget=quick&seeds=0,1,2`` names what is shown, so a link or a reload opens it again. The page
-drives the plan with :func:`labcore.recipes.drive.advance`, the same driver as ``python -m labcore recipe
-run``: the button queues the first stage (and retries what failed), and every refresh of the live view queues
-the stages whose earlier stages have ended. It never trains and never waits.
+``?recipe=NAME&budget=quick&seeds=0,1,2`` (or ``seeds=sequential``, the default: the sequential rule chooses)
+names what is shown, so a link or a reload opens it again. The page drives the plan with
+:func:`labcore.recipes.drive.advance`, the same driver as ``python -m labcore recipe run``: the button queues the
+first stage (and retries what failed), and every refresh of the live view queues the stages whose earlier
+stages have ended, and the rule's next seeds for the claims still open. It never trains and never waits.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ from labcore.errors import LabError
 from labcore.fmt import fmt_duration
 from labcore.recipes import BUDGETS, RECIPES
 from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
-from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_of, progress, results_of
-from labcore.recipes.report import RULE, summary_line, to_csv, to_html
-from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED
+from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
+from labcore.recipes.report import RULE, headline_line, secondary_line, summary_line, to_csv, to_html
+from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
 from pages import common, state
 
 common.through_router()
 
 # How a verdict's word is coloured (the words themselves come from labcore.recipes.verdict only).
-WORD_COLOURS = {HOLDS: "green", DOES_NOT_HOLD: "red", INCONCLUSIVE: "orange", NOT_MEASURED: "gray"}
+WORD_COLOURS = {HOLDS: "green", DOES_NOT_HOLD: "red", INCONCLUSIVE: "orange", OPEN: "blue", NOT_MEASURED: "gray"}
 SEED_CHOICES = list(range(10))
 
 st.title(":material/menu_book: Recipes")
@@ -64,34 +65,52 @@ with choices:
     st.caption(BUDGET_NOTES[budget])
     seeds_key = f"rec.seeds.{name}.{budget}"  # each recipe and budget keeps its own seeds
     seeds_widget = state.remember(seeds_key, list(recipe.default_seeds[budget]))
+    rule_widget = state.remember("rec.sequential", True)
     wanted_seeds = state.qp_external("seeds")
-    if wanted_seeds:
+    if wanted_seeds == "sequential":
+        st.session_state[rule_widget] = True
+    elif wanted_seeds:
         try:
             st.session_state[seeds_widget] = [int(s) for s in wanted_seeds.split(",") if s.strip()]
+            st.session_state[rule_widget] = False
         except ValueError:
             st.error(f"seeds={wanted_seeds!r} in the address is not a list of whole numbers like 0,1,2.")
+    sequential = state.keep("rec.sequential", st.toggle(
+        "Seeds as the sequential rule needs them", key=rule_widget,
+        help="3 seeds first; where a claim is still open after them, 5, then 8, for the runs that claim reads "
+             "only. Off: exactly the seeds below."))
     seeds = sorted(state.keep(seeds_key, st.multiselect(
         "Seeds", SEED_CHOICES + [s for s in st.session_state[seeds_widget] if s not in SEED_CHOICES],
-        key=seeds_widget, help="Each seed repeats every condition (its data order, token mapping and head "
-                               "initialisation); the verdicts pair the conditions by seed.")))
-state.set_qp(recipe=name, budget=budget, seeds=[str(s) for s in seeds])
-if not seeds:
-    st.warning("Pick at least one seed (two or more for a verdict: one seed gives no interval).")
+        key=seeds_widget, disabled=sequential,
+        help="Each seed repeats every condition (its data order, token mapping and head initialisation); the "
+             "verdicts pair the conditions by seed.")))
+    cap_widget = state.remember("rec.cap", 0)
+    cap_minutes = state.keep("rec.cap", st.number_input(
+        "Cap (minutes of run time, 0: none)", min_value=0, step=15, key=cap_widget, disabled=not sequential,
+        help="The rule starts no further look that would take the whole recipe past this much run time; the "
+             "claims still open then read inconclusive."))
+state.set_qp(recipe=name, budget=budget, seeds="sequential" if sequential else [str(s) for s in seeds])
+if not sequential and not seeds:
+    st.warning("Pick at least three seeds (a claim's first look needs three pairs), or let the rule choose.")
     st.stop()
-if len(seeds) == 1:
-    choices.caption(":material/info: With one seed there is no interval: every verdict will read inconclusive.")
+if not sequential and len(seeds) < 3:
+    choices.caption(":material/info: With fewer than three seeds no claim gets a look: every verdict will read "
+                    "inconclusive.")
+store = state.get_store()
 try:
-    plan = plan_of(recipe, budget, seeds)
+    plan = plan_for(recipe, budget, None if sequential else seeds, store,
+                    cap_s=cap_minutes * 60 if cap_minutes else math.inf)
 except LabError as exc:
     st.error(str(exc))
     st.stop()
-store = state.get_store()
 results = results_of(plan, store)
 finished = sum(1 for r in results.values() if r is not None)
 
 with about:
     st.markdown(f"**Paper:** {PAPERS.get(recipe.paper, recipe.paper)}")
-    st.markdown("**Claims tested**\n\n" + "\n".join(f"- {c.text} *({c.section})*" for c in recipe.claims))
+    st.markdown("**Claims tested**\n\n" + "\n".join(
+        f"- {'' if c.headline else '*the lab’s question:* '}{c.text} *({c.section}"
+        + (f"; the paper: {c.paper}" if c.paper else "") + ")*" for c in recipe.claims))
     if plan.cuts:
         with st.expander(f"What the {budget} budget leaves out of the paper's experiment ({len(plan.cuts)})"):
             st.markdown("\n".join(f"- {c}" for c in plan.cuts))
@@ -124,6 +143,8 @@ def _run(plan: Plan) -> None:
 with choices:
     st.markdown(f"**Expected on this machine:** {len(plan.steps)} jobs in {len(plan.stages)} "
                 f"stage{'s' if len(plan.stages) != 1 else ''}; {expected_sentence(recipe, plan, results)}.")
+    if plan.sequential:
+        st.caption(f":material/science: {seeds_words(plan)}.")
     now = progress(plan, store)
     label = "▶ Run this recipe"
     if now.ended and now.failed:
@@ -202,13 +223,23 @@ def show_report(report) -> None:
                                        " · a partial report: conditions without a finished job read \"not "
                                        "measured\""))
     st.markdown("#### Claims and verdicts")
+    st.markdown(f"**{headline_line(report)}.** The lab's own questions are listed with them and not counted.")
+    settled = sum(1 for _, v in report.claims if v.decided)
+    still = sum(1 for _, v in report.claims if v.word == OPEN)
+    if still:
+        st.caption(f":material/hourglass_top: {settled} settled, {still} still open: the rule adds seeds to the "
+                   f"open ones only.")
     shown = None
     for claim, verdict in report.claims:
         if claim.id != shown:
-            st.markdown(f"**{claim.text}** *({claim.section})*")
+            who = "" if claim.headline else "*The lab's question, not the paper's:* "
+            paper = f"; the paper: {claim.paper}" if claim.paper else ""
+            why = f" — {claim.why}" if claim.why else ""
+            st.markdown(f"{who}**{claim.text}** *({claim.section}{paper})*{why}")
             shown = claim.id
         colour = WORD_COLOURS.get(verdict.word, "gray")
         st.markdown(f"- :{colour}[**{verdict.word}**] · `{verdict.claim}`: {verdict.sentence()}")
+        st.caption(secondary_line(verdict))
     st.caption(RULE)
     if report.cuts:
         with st.expander(f"What this budget leaves out ({len(report.cuts)})"):
@@ -232,7 +263,8 @@ def show_report(report) -> None:
 if finished:
     report = recipe.report(plan, results)
     show_report(report)
-    stem = f"recipe-{recipe.name}-{plan.budget}-seeds-{'-'.join(map(str, plan.seeds))}"
+    stem = f"recipe-{recipe.name}-{plan.budget}-" + ("sequential" if plan.sequential else
+                                                      f"seeds-{'-'.join(map(str, plan.seeds))}")
     left, right = st.columns(2)
     # The files are built when a button is pressed (the HTML carries plotly.js, a few MB), not on every redraw.
     left.download_button("Report (HTML, figures included)", data=lambda: to_html(report), file_name=f"{stem}.html",

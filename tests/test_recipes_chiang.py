@@ -76,7 +76,7 @@ def test_chiang_report_from_tiny_runs(store, one_torch_thread, fetched_assets):
         _remove_lab_models(tiny_plan)
     assert report.done == report.total == len(plan.steps)
     words = {v.claim: v.word for _, v in report.claims}
-    assert set(words) >= {"nested-beats-scratch/listops", "english-upper-bound/text-sentiment",
+    assert set(words) >= {"no-help-sst2/nested vs no pretraining/text-sentiment", "english-upper-bound/text-sentiment",
                           "zipf-vs-uniform/listops"}
     assert not [w for w in words.values() if w == NOT_MEASURED]
     tables = dict(report.tables)

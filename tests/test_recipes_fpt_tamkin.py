@@ -21,9 +21,9 @@ def test_fpt_freezes_on_the_bit_body_of_the_adjusted_stage_one_run():
     bit = [s for s in frozen if s.condition == "bit"]
     assert bit and all(s.spec.model == body_model[s.seed] for s in bit)
     assert all(s.spec.protocol == "frozen" and s.spec.pooling == "mean" and s.spec.lr == 1e-3 for s in frozen)
-    # quick shares one body (seed 0) between the seeds
+    # quick too: the claims about the bit body repeat at the level they are about, one body a seed
     quick = RECIPES["fpt"].plan("quick", (0, 1, 2))
-    assert len(quick.stages[0]) == 1 and len({s.spec.model for s in quick.steps if s.condition == "bit"}) == 1
+    assert len(quick.stages[0]) == 3 and len({s.spec.model for s in quick.steps if s.condition == "bit"}) == 3
 
 
 def test_fpt_ablation_switches_add_parameter_groups_one_by_one():
@@ -79,7 +79,8 @@ def test_tamkin_report_from_tiny_runs(store, one_torch_thread):
     _, _, report = tiny_report(recipe, store)
     assert {v.claim for _, v in report.claims} == {f"{claim.id}/500 examples" for claim in recipe.claims}
     permuting = next(v for _, v in report.claims if v.claim == "permuting-hurts/500 examples")
-    assert (permuting.n_a, permuting.n_b, permuting.paired) == (5, 2, False)  # five trials against two seeds
+    # five trials against two seeds: permutation i runs with seed i, so the pairs are the seeds both sides have
+    assert (permuting.n_a, permuting.n_b, permuting.paired, permuting.unpaired) == (5, 2, True, (2, 3, 4))
     tables = dict(report.tables)
     fig2 = next(t for title, t in tables.items() if title.startswith("Fig. 2 in numbers: test accuracy"))
     assert list(fig2.index) == ["k=0", "k=3", "k=6"] and all("(n = 2)" in c for c in fig2["500 examples"])

@@ -161,3 +161,13 @@ def test_a_short_run_draws_a_validation_curve():
     evals = [e for e in events if e["type"] == "eval"]
     end = [e for e in events if e["type"] == "train_end"][0]
     assert end["total_steps"] == 30 and len(evals) >= 8
+
+
+def test_early_stopping_waits_for_the_floor_of_min_steps():
+    # lr 0: validation never improves after the first evaluation, so patience 1 stops at the second one, unless
+    # the floor holds the run until min_steps
+    data = _data()
+    plain = _run(Tiny(), data, _cfg(epochs=6, lr=0.0, eval_every=4, patience=1))
+    assert plain[-1]["status"] == "done" and max(e["step"] for e in plain if e["type"] == "step") == 8
+    floored = _run(Tiny(), data, _cfg(epochs=6, lr=0.0, eval_every=4, patience=1, min_steps=20))
+    assert floored[-1]["status"] == "done" and max(e["step"] for e in floored if e["type"] == "step") == 20

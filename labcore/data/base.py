@@ -114,6 +114,12 @@ class Discipline:
     def build(self, params: Any, progress: ProgressFn) -> "datasets.DatasetDict":  # noqa: F821
         raise NotImplementedError
 
+    def floor(self, params: Any) -> tuple[float, str] | None:
+        """(score, how) of a trivial solution that beats the majority class, where the task has one: the
+        floor a trained model must clear before its score says it learnt anything. None: the majority class
+        (which each run records) is the floor."""
+        return None
+
     def available(self) -> tuple[bool, str]:
         """Whether the discipline can be built here, and if not, why (names the fix)."""
         from labcore import assets

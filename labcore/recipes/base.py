@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 from labcore.errors import LabError
+from labcore.recipes.verdict import ClaimTest, settle
 
 BUDGETS = ("quick", "standard", "paper")
 BUDGET_NOTES = {
@@ -28,12 +29,41 @@ BUDGET_NOTES = {
 
 
 @dataclass(frozen=True)
+class Convergence:
+    """How a recipe's run ends: never before ``floor`` optimiser steps (a run must first leave the majority
+    class), then at a validation plateau of ``patience`` validations, at the latest at ``cap`` steps.
+    Claims about speed read a common window of the first ``floor`` steps, which every run trains."""
+
+    floor: int
+    cap: int
+    patience: int = 3
+    every: int = 15  # steps between validations: floor // every validations before any plateau may stop
+
+    def spec_values(self) -> dict[str, int]:
+        return dict(min_steps=self.floor, max_steps=self.cap, patience=self.patience, eval_every=self.every)
+
+
+# the quick budget's: its own floor of 150 steps (10 validations), twice that at most
+QUICK_CONVERGENCE = Convergence(floor=150, cap=300)
+
+
+@dataclass(frozen=True)
 class Claim:
-    """One claim of the paper, tested by comparing condition ``a`` with ``b`` (``a`` higher: direction +1)."""
+    """One claim, tested by comparing condition ``a`` with ``b`` as its :class:`ClaimTest` says, fixed before anything
+    runs: a difference (``a`` above ``b``: direction +1) or an equivalence within a stated margin.
+
+    A claim the paper makes is a *headline* claim: it carries where the paper makes it and the paper's own
+    numbers for it. A question the lab adds (a task the paper did not run, a comparison it did not make) is
+    kept apart (``headline=False``): labelled as the lab's, corrected for multiplicity in its own family,
+    and left out of the paper's headline count."""
 
     id: str
-    text: str  # the claim in one sentence, as the paper makes it
-    section: str  # where the paper makes it ("§3.2, fig. 2")
+    text: str  # the claim in one sentence, as the paper makes it (or the lab asks it)
+    section: str  # where the paper makes it ("§3.2, fig. 2"); a lab question names what it extends
+    test: ClaimTest = ClaimTest()
+    paper: str = ""  # the paper's own numbers behind the claim, transcribed ("BERT 85.8 vs scratch 77.7")
+    headline: bool = True  # False: the lab's own question, not the paper's
+    why: str = ""  # the reason for an equivalence margin, or why the lab asks a question the paper did not
 
 
 @dataclass(frozen=True)
@@ -57,6 +87,11 @@ class Plan:
     # the name of an ``adjust`` every spec went through beyond the budget's (TRANSFERLAB_RECIPE_ADJUST):
     # its jobs are other jobs, so they join a group of their own
     adjusted: str = ""
+    # seeds chosen by the sequential rule (labcore.recipes.drive.grown_plan) rather than fixed by the user
+    sequential: bool = False
+    # whether the rule may still add seeds: an undecided claim reads "open" while it can, "inconclusive" after
+    can_grow: bool = False
+    stopped: str = ""  # why the rule added no more seeds where claims are open (the user's budget cap)
 
     @property
     def steps(self) -> list[Step]:
@@ -65,8 +100,21 @@ class Plan:
     @property
     def group(self) -> str:
         """The store group its jobs join (stable: running a recipe twice serves the finished jobs)."""
-        return (f"recipe:{self.recipe}:{self.budget}:seeds=" + ",".join(map(str, self.seeds))
-                + (f":{self.adjusted}" if self.adjusted else ""))
+        seeds = "sequential" if self.sequential else "seeds=" + ",".join(map(str, self.seeds))
+        return f"recipe:{self.recipe}:{self.budget}:{seeds}" + (f":{self.adjusted}" if self.adjusted else "")
+
+
+def settle_claims(report: Any) -> Any:
+    """Decide a report's claims (its ``claims``: (Claim, Verdict) pairs) look by look, each family together
+    (:func:`labcore.recipes.verdict.settle`, Holm's correction): the paper's headline claims, and apart from them
+    the lab's own questions."""
+    claims = list(report.claims)
+    for headline in (True, False):
+        index = [i for i, (claim, _) in enumerate(claims) if claim.headline == headline]
+        for i, verdict in zip(index, settle([claims[i][1] for i in index])):
+            claims[i] = (claims[i][0], verdict)
+    report.claims = claims
+    return report
 
 
 @dataclass(frozen=True)
@@ -109,7 +157,9 @@ class Recipe:
         return self.planner(budget, chosen, adjust or (lambda spec: spec))
 
     def report(self, plan: Plan, results: Mapping[Step, Any]):
-        return self.reporter(plan, results)
+        """The reporter's report with its claims decided together (:func:`settle_claims`)."""
+        return settle_claims(self.reporter(plan, results))
 
 
-__all__ = ["BUDGETS", "BUDGET_NOTES", "Claim", "Plan", "Recipe", "Step"]
+__all__ = ["BUDGETS", "BUDGET_NOTES", "Claim", "Convergence", "Plan", "QUICK_CONVERGENCE", "Recipe", "Step",
+           "settle_claims"]

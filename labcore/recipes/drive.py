@@ -26,6 +26,7 @@ from labcore.fmt import fmt_duration
 from labcore.jobs import new_job
 from labcore.recipes.base import Plan, Recipe, Step
 from labcore.recipes.report import wall_seconds
+from labcore.recipes.verdict import LOOKS, OPEN
 from labcore.record import RunRecord
 from labcore.store import ACTIVE, STOPPED, TERMINAL, QueueCapReached
 
@@ -67,6 +68,84 @@ def plan_of(recipe: Recipe, budget: str = "quick", seeds: Sequence[int] | None =
     name, adjust = named_adjust()
     plan = recipe.plan(budget, seeds, adjust=adjust)
     return dataclasses.replace(plan, adjusted=name) if name else plan
+
+
+def _mentions(spec: Any, step: Step) -> bool:
+    """Whether a job spec builds on ``step``'s job: a ``run:KEY`` body, or a ``lab:`` model it pretrains."""
+    text = repr(spec)
+    name = getattr(step.spec, "name", "")
+    return step_key(step) in text or bool(name and f"lab:{name}" in text)
+
+
+def needed_steps(plan: Plan, reads: Sequence[tuple[str, Any, Any]], keep: set[Step]) -> Plan:
+    """``plan`` cut to the steps in ``keep``, the steps ``reads`` name (condition, facet, part; None: any), and
+    the earlier-stage steps those build on."""
+    def wanted(step: Step) -> bool:
+        return any(step.condition == c and (f is None or step.facet == f) and (p is None or step.part == p)
+                   for c, f, p in reads)
+
+    kept: list[list[Step]] = [[] for _ in plan.stages]
+    for number in range(len(plan.stages) - 1, -1, -1):  # later stages first: they name what they build on
+        later = [s for stage in kept[number + 1:] for s in stage]
+        kept[number] = [s for s in plan.stages[number] if s in keep or wanted(s)
+                        or any(_mentions(k.spec, s) for k in later)]
+    return dataclasses.replace(plan, stages=tuple(tuple(stage) for stage in kept))
+
+
+def grown_plan(recipe: Recipe, budget: str, store: Any, *, cap_s: float = math.inf) -> Plan:
+    """The plan the sequential rule has reached: seeds 0-2 first; once every job of a look has ended and some
+    claim is still open, the next look's seeds (5, then 8, and one more for each pair a failed run broke) for
+    the steps the open claims read, and only those. Stateless: recomputed from the store at every call, so a
+    page refresh and the command line agree. ``cap_s``: run time (seconds) the user allows the whole
+    recipe; a look whose expected total passes it is not started, and the plan says so."""
+    look = LOOKS[0]
+    plan = dataclasses.replace(plan_of(recipe, budget, tuple(range(look))), sequential=True, can_grow=True)
+    while True:
+        if not progress(plan, store).ended:
+            return plan
+        results = results_of(plan, store)
+        still = [v for _, v in recipe.report(plan, results).claims if v.word == OPEN]
+        if not still:
+            return dataclasses.replace(plan, can_grow=False)
+        look = next((n for n in LOOKS if n > look), 0)
+        if not look:
+            return dataclasses.replace(plan, can_grow=False)
+        # a pair that a failed run broke is replaced by a further seed, on both sides (a side whose repeats are
+        # not the plan's seeds, as Tamkin's permutations, breaks no pair)
+        broken = max(sum(1 for s in v.unpaired if s in plan.seeds) for v in still)
+        size = max(len(plan.seeds), look + broken)
+        bigger = plan_of(recipe, budget, tuple(range(size)))
+        reads = [r for v in still for r in v.reads] or [(s.condition, s.facet, s.part) for s in bigger.steps]
+        grown = needed_steps(dataclasses.replace(bigger, sequential=True, can_grow=look < LOOKS[-1]), reads,
+                             set(plan.steps))
+        total, _ = expected_of(recipe, grown, results_of(grown, store))
+        if total > cap_s:
+            return dataclasses.replace(plan, can_grow=False, stopped=(
+                f"the next look (n = {look}) would take the recipe to about {fmt_duration(total)} of run time, "
+                f"past the cap of {fmt_duration(cap_s)}"))
+        plan = grown
+
+
+def plan_for(recipe: Recipe, budget: str, seeds: Sequence[int] | None, store: Any, *,
+             cap_s: float = math.inf) -> Plan:
+    """What the page and the command line drive and report: the sequential rule's plan where no seeds are
+    given (:func:`grown_plan`), else the plan of exactly those seeds."""
+    return grown_plan(recipe, budget, store, cap_s=cap_s) if not seeds else plan_of(recipe, budget, seeds)
+
+
+def seeds_words(plan: Plan) -> str:
+    """The plan's seeds for a person: the rule's state where it chose them."""
+    seeds = ",".join(map(str, plan.seeds))
+    if not plan.sequential:
+        return f"seeds {seeds}"
+    state = ("the rule may add more where a claim is open" if plan.can_grow
+             else plan.stopped or "the rule adds no more")
+    return f"seeds {seeds} (chosen by the sequential rule: looks at {', '.join(map(str, LOOKS))} pairs; {state})"
+
+
+def seeds_flag(plan: Plan) -> str:
+    """The ``--seeds`` a command needs to name this plan again ("" for the sequential rule's)."""
+    return "" if plan.sequential else " --seeds " + ",".join(map(str, plan.seeds))
 
 
 def plan_keys(plan: Plan) -> dict[Step, str]:
@@ -218,5 +297,6 @@ def expected_sentence(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -
             f"this machine)")
 
 
-__all__ = ["ADJUST_VARIABLE", "Progress", "advance", "expected_of", "expected_sentence", "expected_seconds",
+__all__ = ["ADJUST_VARIABLE", "Progress", "advance", "grown_plan", "needed_steps", "plan_for", "seeds_flag",
+           "seeds_words", "expected_of", "expected_sentence", "expected_seconds",
            "measured_count", "named_adjust", "plan_keys", "plan_of", "progress", "results_of", "step_key"]

@@ -13,9 +13,10 @@ lab's bits demo found works for MiniLM.
 * Table 15 shape: the parameter ablation on bit XOR, adding parameter groups one by one to the frozen
   pretrained body (output only, + layer norm, + input, + positions: the last is table 2's FPT run).
 
-The quick budget keeps this shape and cuts its length (see :data:`CUTS`): frozen runs of 40 steps on the
-longer tasks and 150 on bit XOR, smaller evaluation sets for ListOps and bit memory, MNIST in 8x8 patches,
-and one bit-pretrained body (100 steps) shared by every seed.
+The quick budget keeps this shape and cuts its length (see :data:`CUTS`): frozen runs of 150 steps (300 on
+bit XOR), smaller evaluation sets for ListOps and bit memory, MNIST in 8x8 patches, and one bit-pretrained body
+of 150 steps per seed. Where FPT's table 2 shows no difference (bit XOR: 100 / 100 / 100) the comparison is the
+lab's own question, not one of the paper's claims.
 """
 
 from __future__ import annotations
@@ -30,9 +31,10 @@ from labcore import data as disciplines
 from labcore.demos import PAPERS
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.drive import step_key
-from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, loss_curve_figure,
-                                    majority_floors, new_report, run_value, values_by_seed)
-from labcore.recipes.verdict import decide
+from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, judged,
+                                    loss_curve_figure, majority_floors, new_report, run_value, task_floor,
+                                    values_by_seed)
+from labcore.recipes.verdict import ClaimTest
 from labcore.record import RunRecord
 from labcore.spec import make_spec
 
@@ -76,12 +78,12 @@ def _paper_data() -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
 
 
 BUDGETS = {
-    # quick: bit XOR's 10 tokens are cheap, so it gets more of the steps it needs to leave chance (the demo's
-    # frozen pretrained body reached 0.88 bit accuracy by step 350); the longer tasks get 40 steps of batch 32 and
-    # smaller evaluation sets, and MNIST comes in 8x8 patches (16 tokens instead of 64): 46 runs in about
-    # 17 minutes of the engine's figure for 2 idle cores (labcore.spec.estimate)
-    "quick": FptBudget("quick", (("bits-xor", 150), ("bits-memory", 40), ("listops", 40), ("image-mnist", 40)),
-                       4, 100, True, (("bits-memory", (("n_test", 300), ("n_validation", 200))),
+    # quick: every run at least the quick budget's floor of 150 steps (batch 32) and 10 validations (40 steps left
+    # the longer tasks near chance), bit XOR's cheap 10 tokens 300; smaller evaluation sets for ListOps and bit
+    # memory, MNIST in 8x8 patches (16 tokens instead of 64); one bit-pretrained body per seed (150 steps), so
+    # the claims about the bit body repeat at the level they are about
+    "quick": FptBudget("quick", (("bits-xor", 300), ("bits-memory", 150), ("listops", 150), ("image-mnist", 150)),
+                       10, 150, False, (("bits-memory", (("n_test", 300), ("n_validation", 200))),
                                       ("image-mnist", (("patch", 8),)),
                                       ("listops", (("n_test", 500), ("n_validation", 200))))),
     "standard": FptBudget("standard", tuple((t, 2000) for t in TASKS), 20, 2000, False),
@@ -92,7 +94,7 @@ BUDGETS = {
 }
 CUTS = {
     "quick": ("MiniLM (6 layers, 384 wide, BERT-shaped) for FPT's GPT-2 base (12 layers, 768 wide); no ViT body",
-              "frozen runs of 150 steps on bit XOR and 40 on the other tasks (batch 32), validated 4 times, instead "
+              "frozen runs of 300 steps on bit XOR and 150 on the other tasks (batch 32), validated 10 times, instead "
               "of training to convergence: table 6's steps are steps to each run's own best within that length",
               "bit memory: 5 strings of 100 bits in tokens of 10 (60 tokens) instead of 1,000 bits in tokens of "
               "50; validated on 200 examples, tested on 300",
@@ -100,8 +102,8 @@ CUTS = {
               "expressions, tested on 500",
               "MNIST: the 5,000-image subset (4,000 to train) instead of 60,000, in 8x8 patches (16 tokens of 64 "
               "values) instead of 4x4 (64 tokens of 16)",
-              "one bit-pretrained body (100 steps of full fine-tuning on bit memory, the first seed's) for every "
-              "seed",
+              "bit-pretrained bodies of 150 steps of full fine-tuning on bit memory (one per seed) instead of "
+              "training to 100 %",
               "fixed data sets instead of FPT's fresh batch of bits at every step"),
     "standard": ("MiniLM for GPT-2 base, no ViT body; frozen runs of up to 2,000 steps (early stopping); the "
                  "lab's default task sizes (bit memory of 100 bits, ListOps of 16-128 tokens, the MNIST 5k "
@@ -110,24 +112,47 @@ CUTS = {
               "2-16, the largest its GPU held)",),
 }
 
+FASTER = ClaimTest(direction=-1)  # steps to converge: fewer is the claim (resolution set per budget: see _steps_test)
+XOR_WHY = ("FPT trained every body on bit XOR to 100 % (table 2: 100 / 100 / 100), so the paper makes no claim "
+           "here; at the lab's shorter runs the question is which body gets there first")
 CLAIMS = (
     Claim("pretrained-beats-random", "A frozen language-pretrained transformer scores above the same frozen "
-                                     "transformer at a random init.", "§3.2, table 2"),
+                                     "transformer at a random init.", "§3.2, table 2",
+          paper="bit memory 100 vs 75.8; ListOps 38.4 vs 34.3; MNIST 98.0 vs 91.7"),
+    Claim("pretrained-beats-random-xor", "On bit XOR, within the lab's run length, the frozen language-pretrained "
+                                         "transformer scores above the random one.", "extends §3.2, table 2",
+          headline=False, why=XOR_WHY),
     Claim("bit-beats-random", "Pretraining the transformer on bit memory before freezing it improves on the "
-                              "random frozen transformer.", "§3.2, table 2"),
+                              "random frozen transformer.", "§3.2, table 2",
+          paper="bit memory 100 vs 75.8; ListOps 35.4 vs 34.3; MNIST 97.8 vs 91.7"),
+    Claim("bit-beats-random-xor", "On bit XOR, within the lab's run length, the bit-pretrained body scores above the "
+                                  "random one.", "extends §3.2, table 2", headline=False, why=XOR_WHY),
     Claim("language-beats-bit", "Bit-memory pretraining still lags behind pretraining on natural language.",
-          "§3.2, table 2"),
+          "§3.2, table 2", paper="ListOps 38.4 vs 35.4; MNIST 98.0 vs 97.8 (bit memory and XOR: 100 vs 100)"),
+    Claim("language-beats-bit-memory-xor", "On bit memory and bit XOR, within the lab's run length, the language-"
+                                           "pretrained body scores above the bit-pretrained one.",
+          "extends §3.2, table 2", headline=False,
+          why="FPT has both at 100 % on these two tasks (table 2): no claim of the paper's"),
     Claim("pretrained-converges-faster", "The frozen language-pretrained transformer converges in fewer gradient "
                                          "steps than the random one (same batch size and learning rate).",
-          "§3.4, table 6"),
+          "§3.4, table 6", test=FASTER, paper="speed-up 4x bit memory, 40x XOR, 3x ListOps, 4x MNIST"),
     Claim("bit-converges-faster", "Measured by gradient steps, the bit-pretrained transformer also converges "
-                                  "faster than the randomly initialised one.", "§3.2, §3.4"),
+                                  "faster than the randomly initialised one.", "§3.2, §3.4", test=FASTER,
+          paper="\"all models converge faster than the randomly initialized transformers\" (no table)"),
     Claim("layernorm-matters", "On bit XOR, training the layer norms besides the output layer lifts accuracy far "
-                               "above training the output layer only (56 % to 98 %).", "§3.12, table 15"),
+                               "above training the output layer only (56 % to 98 %).", "§3.12, table 15",
+          paper="bit XOR 56 % output only, 98 % + layer norm"),
     Claim("layernorm-most-important", "The layer norm parameters are the most important to fine-tune: added to "
                                       "the output layer they gain more than adding the input layer, then the "
-                                      "positions, after them.", "§3.12, table 15"),
+                                      "positions, after them.", "§3.12, table 15",
+          paper="bit XOR gains: + layer norm 42 points, + input 0, + positions 2"),
 )
+# The tasks on which each table-2 claim is the paper's (the others: the lab's question, its -xor / -memory-xor id)
+PAPER_TASKS = {"pretrained-beats-random": ("bits-memory", "listops", "image-mnist"),
+               "bit-beats-random": ("bits-memory", "listops", "image-mnist"),
+               "language-beats-bit": ("listops", "image-mnist")}
+LAB_CLAIM = {"pretrained-beats-random": "pretrained-beats-random-xor", "bit-beats-random": "bit-beats-random-xor",
+             "language-beats-bit": "language-beats-bit-memory-xor"}
 
 # Table 2 (test accuracy, 12-layer GPT-2 base, frozen): the columns our tasks share; the ViT row is not run here.
 PAPER_TABLE_2 = pd.DataFrame({"Bit Memory": ["100%", "75.8%", "100%"], "XOR": ["100%", "100%", "100%"],
@@ -181,6 +206,9 @@ def plan(budget_name: str, seeds: tuple[int, ...], adjust: Callable[[Any], Any])
 
 
 def _floor(result: RunRecord) -> float | None:
+    trivial = task_floor(result.spec)
+    if trivial is not None:
+        return trivial[0]
     if result.baseline.get("majority") is not None:
         return float(result.baseline["majority"])
     return 0.5 if result.metric == "bit_accuracy" else None
@@ -203,6 +231,12 @@ def _ablation_values(plan_: Plan, results: Mapping[Step, Any], column: str) -> d
     if column == "+ positions":  # FPT itself: table 2's frozen pretrained run on the same task
         return values_by_seed(plan_, results, condition="pretrained", facet=ABLATION_TASK, part="table 2")
     return values_by_seed(plan_, results, condition=column, facet=ABLATION_TASK, part="table 15")
+
+
+def _steps_test(budget: str, task: str) -> ClaimTest:
+    """Steps to converge move in whole validation intervals: half of one is the finest spread believed."""
+    interval = max(1, BUDGETS[budget].steps_of(task) // BUDGETS[budget].evaluations)
+    return ClaimTest(direction=-1, resolution=interval / 2)
 
 
 def _gain(after: Mapping[int, float], before: Mapping[int, float]) -> dict[int, float]:
@@ -236,20 +270,27 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
     for claim_id, a, b in (("pretrained-beats-random", "pretrained", "random"), ("bit-beats-random", "bit", "random"),
                            ("language-beats-bit", "pretrained", "bit")):
         for task in TASKS:
-            out.claims.append(judge(claims[claim_id], plan_, results, a, b, facet=task, part="table 2"))
+            claim = claims[claim_id if task in PAPER_TASKS[claim_id] else LAB_CLAIM[claim_id]]
+            out.claims.append(judge(claim, plan_, results, a, b, facet=task, part="table 2"))
     for claim_id, a in (("pretrained-converges-faster", "pretrained"), ("bit-converges-faster", "bit")):
         for task in TASKS:
             out.claims.append(judge(claims[claim_id], plan_, results, a, "random", facet=task, part="table 2",
-                                    direction=-1, value=converge_steps, metric="steps to converge"))
+                                    value=converge_steps, metric="steps to converge",
+                                    test=_steps_test(plan_.budget, task)))
     columns = {c: _ablation_values(plan_, results, c) for c in ABLATION_COLUMNS}
+    reads = {c: (("pretrained", ABLATION_TASK, "table 2") if c == "+ positions" else (c, ABLATION_TASK, "table 15"))
+             for c in ABLATION_COLUMNS}
     out.claims.append((claims["layernorm-matters"],
-                       decide("layernorm-matters", "+ layer norm", "output only", columns["+ layer norm"],
-                              columns["output only"])))
+                       judged(claims["layernorm-matters"], plan_, results, "layernorm-matters", "+ layer norm",
+                              "output only", columns["+ layer norm"], columns["output only"],
+                              reads=(reads["+ layer norm"], reads["output only"]))))
     ln_gain = _gain(columns["+ layer norm"], columns["output only"])
     for later, before in (("+ input", "+ layer norm"), ("+ positions", "+ input")):
         out.claims.append((claims["layernorm-most-important"],
-                           decide(f"layernorm-most-important/vs {later}", "gain of + layer norm", f"gain of {later}",
-                                  ln_gain, _gain(columns[later], columns[before]), metric="gain in test metric")))
+                           judged(claims["layernorm-most-important"], plan_, results,
+                                  f"layernorm-most-important/vs {later}", "gain of + layer norm", f"gain of {later}",
+                                  ln_gain, _gain(columns[later], columns[before]), metric="gain in test metric",
+                                  reads=tuple(reads[c] for c in ("output only", "+ layer norm", later, before)))))
 
     out.tables.append(("Table 2 shape: test metric of the frozen transformer (mean ± std [95 % interval] (n) "
                        "over seeds)", grid_table(plan_, results, conditions=CONDITIONS, facets=TASKS, part="table 2")))

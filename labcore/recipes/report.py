@@ -10,14 +10,14 @@ from __future__ import annotations
 import html
 import io
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
 from labcore.metrics import aggregate
 from labcore.recipes.base import Claim, Plan, Step
-from labcore.recipes.verdict import Verdict, decide
+from labcore.recipes.verdict import ALPHA, LOOKS, NOMINAL_ALPHA, ClaimTest, Verdict, measure
 from labcore.record import RunRecord
 
 Results = Mapping[Step, Any]  # a RunRecord for a finished run, a result dict for other kinds, None: not done
@@ -111,15 +111,59 @@ def long_table(plan: Plan, results: Results, *, value: Callable[[Any], float | N
     return pd.DataFrame(rows, columns=["part", "facet", "condition", "seed", "kind", "status", "value", "wall_time_s"])
 
 
-def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, direction: int = 1,
-          facet: str | None = None, part: str | None = None, value: Callable[[Any], float | None] = run_value,
-          metric: str = "") -> tuple[Claim, Verdict]:
-    """The claim with its verdict on a (facet's) condition a against b: :func:`labcore.recipes.verdict.decide`."""
+def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, facet: str | None = None,
+          part: str | None = None, value: Callable[[Any], float | None] = run_value, metric: str = "",
+          test: ClaimTest | None = None, name: str = "") -> tuple[Claim, Verdict]:
+    """The claim's looks on a (facet's) condition a against b, by the claim's own test (or ``test``): see
+    :func:`labcore.recipes.verdict.measure`; :func:`labcore.recipes.base.settle_claims` decides the report's
+    claims together.
+    ``name``: the verdict's id where one claim is tested on several pairs of one facet (default: id/facet)."""
     va = values_by_seed(plan, results, condition=a, facet=facet, part=part, value=value)
     vb = values_by_seed(plan, results, condition=b, facet=facet, part=part, value=value)
-    label = f" on {facet}" if facet else ""
-    return claim, decide(claim.id + (f"/{facet}" if facet else ""), a + label, b + label, va, vb,
-                         direction=direction, metric=metric)
+    verdict = judged(claim, plan, results, name or claim.id + (f"/{facet}" if facet else ""),
+                     a + (f" on {facet}" if facet else ""), b + (f" on {facet}" if facet else ""), va, vb,
+                     reads=((a, facet, part), (b, facet, part)), metric=metric, test=test)
+    if value is run_value:  # the test metric itself: the per-example results can be pooled over the seeds
+        from labcore.recipes.pooled import pooled_mcnemar
+
+        pooled = pooled_mcnemar(results_by_seed(plan, results, condition=a, facet=facet, part=part),
+                                results_by_seed(plan, results, condition=b, facet=facet, part=part))
+        verdict = replace(verdict, pooled=pooled.sentence() if pooled else "")
+    return claim, verdict
+
+
+def results_by_seed(plan: Plan, results: Results, *, condition: str, facet: str | None = None,
+                    part: str | None = None) -> dict[int, Any]:
+    """{seed: result} of one condition's steps that have a result (of one facet and part where given)."""
+    return {step.seed: results[step] for step in plan.steps
+            if step.condition == condition and (facet is None or step.facet == facet)
+            and (part is None or step.part == part) and results.get(step) is not None}
+
+
+def judged(claim: Claim, plan: Plan, results: Results, name: str, a: str, b: str, values_a: Mapping[int, float],
+           values_b: Mapping[int, float], *, reads: Sequence[tuple[str, str | None, str | None]],
+           metric: str = "", test: ClaimTest | None = None) -> Verdict:
+    """The looks of a claim on values the report computed itself (a gain, a mean of permutations): ``reads``
+    names the (condition, facet, part) of the steps they come from, so the sequential driver knows which
+    steps a still open claim needs more seeds of, and the report what they cost."""
+    verdict = measure(name, a, b, values_a, values_b, test=test or claim.test, metric=metric,
+                      headline=claim.headline, can_grow=plan.can_grow)
+    n = verdict.n or max(min(verdict.n_a, verdict.n_b), 0)
+    return replace(verdict, reads=tuple(reads), cpu_s=cpu_seconds(plan, results, reads, n))
+
+
+def _reads_step(step: Step, reads: Sequence[tuple[str, str | None, str | None]]) -> bool:
+    return any(step.condition == c and (f is None or step.facet == f) and (p is None or step.part == p)
+               for c, f, p in reads)
+
+
+def cpu_seconds(plan: Plan, results: Results, reads: Sequence[tuple[str, str | None, str | None]],
+                pairs: int) -> float:
+    """The run time of the steps a claim read, over the first ``pairs`` seeds of the plan (every seed where
+    no pair exists yet)."""
+    seeds = set(sorted(plan.seeds)[:pairs]) if pairs else set(plan.seeds)
+    return sum(wall_seconds(results.get(step)) or 0.0 for step in plan.steps
+               if step.seed in seeds and _reads_step(step, reads))
 
 
 def wall_seconds(result: Any) -> float | None:
@@ -148,12 +192,25 @@ def new_report(recipe: Any, plan: Plan, results: Results) -> Report:
 
 
 def verdict_table(report: Report) -> pd.DataFrame:
-    rows = [dict(claim=c.id, section=c.section, verdict=v.word, a=v.a, b=v.b, mean_a=v.mean_a, mean_b=v.mean_b,
-                 difference=v.difference, ci_low=v.ci_low, ci_high=v.ci_high, n_a=v.n_a, n_b=v.n_b,
-                 paired=v.paired, numbers=v.sentence())
+    rows = [dict(claim=c.id, question="paper" if c.headline else "lab", section=c.section, paper=c.paper,
+                 kind=v.kind, verdict=v.word, why=v.why(), a=v.a, b=v.b, mean_a=v.mean_a, mean_b=v.mean_b,
+                 difference=v.difference, ci_low=v.ci_low, ci_high=v.ci_high, p_value=v.p_value, n=v.n,
+                 decided_at=v.decided_at or None, n_a=v.n_a, n_b=v.n_b, cpu_minutes=round(v.cpu_s / 60, 2),
+                 numbers=v.sentence(), pooled=v.pooled)
             for c, v in report.claims]
-    return pd.DataFrame(rows, columns=["claim", "section", "verdict", "a", "b", "mean_a", "mean_b", "difference",
-                                       "ci_low", "ci_high", "n_a", "n_b", "paired", "numbers"])
+    return pd.DataFrame(rows, columns=["claim", "question", "section", "paper", "kind", "verdict", "why", "a", "b",
+                                       "mean_a", "mean_b", "difference", "ci_low", "ci_high", "p_value", "n",
+                                       "decided_at", "n_a", "n_b", "cpu_minutes", "numbers", "pooled"])
+
+
+def headline_count(report: Report) -> dict[str, int]:
+    """How the paper's headline claims (each facet one test) stand: verdict word -> count; the lab's own
+    questions are not counted."""
+    out: dict[str, int] = {}
+    for claim, verdict in report.claims:
+        if claim.headline:
+            out[verdict.word] = out.get(verdict.word, 0) + 1
+    return out
 
 
 def to_csv(report: Report, plan: Plan, results: Results) -> str:
@@ -171,7 +228,8 @@ body { font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; 
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 .holds { color: #1a7f37; font-weight: bold; } .does-not-hold { color: #b42318; font-weight: bold; }
-.inconclusive { color: #8a6d00; font-weight: bold; } .not-measured { color: #666; font-weight: bold; }
+.inconclusive { color: #8a6d00; font-weight: bold; } .open { color: #1f5fa8; font-weight: bold; }
+.not-measured { color: #666; font-weight: bold; }
 """
 
 
@@ -185,22 +243,47 @@ def summary_line(report: Report) -> str:
             f"jobs finished, {report.wall_s / 60:.1f} min of run time")
 
 
-RULE = ("Rule: the 95 % t-interval of the difference over seeds (paired by seed where both sides have the same "
-        "seeds) excludes 0 on the claimed side: holds; on the other side: does not hold; covers 0, or fewer than "
-        "two seeds: inconclusive.")
+RULE = (f"Rule: a paired test of the per-seed differences (a two-sided t-test for a difference, two one-sided "
+        f"tests for an equivalence within a stated margin), looked at after {', '.join(map(str, LOOKS))} pairs of "
+        f"seeds at {NOMINAL_ALPHA:g} a look, which keeps the chance of any verdict under a true null at or below "
+        f"{ALPHA:.0%} over all looks; Holm's correction over the paper's claims (and, apart, over the lab's own "
+        f"questions); the spread of the differences taken as at least the claim's resolution. A claim decided at a "
+        f"look stops; an open one gets more seeds; one undecided at the last look is inconclusive.")
+
+
+def secondary_line(verdict: Verdict) -> str:
+    """What the claim cost and the pooled per-example figure, under its verdict."""
+    cost = f"{verdict.cpu_s / 60:.1f} CPU minutes of runs"
+    return cost + (f"; {verdict.pooled}" if verdict.pooled else "")
+
+
+def _claim_line(claim: Claim) -> str:
+    who = "" if claim.headline else "the lab's question, not the paper's: "
+    paper = f"; the paper: {claim.paper}" if claim.paper else ""
+    why = f" ({claim.why})" if claim.why else ""
+    return f"{who}{claim.text} ({claim.section}{paper}){why}"
+
+
+def headline_line(report: Report) -> str:
+    counts = headline_count(report)
+    total = sum(counts.values())
+    decided = counts.get("holds", 0) + counts.get("does not hold", 0)
+    return (f"The paper's claims: {decided} of {total} tests decided ("
+            + ", ".join(f"{n} {word}" for word, n in sorted(counts.items())) + ")")
 
 
 def to_text(report: Report, *, all_tables: bool = True) -> str:
     """The report for a terminal: the summary, each claim with its verdicts and their numbers, then the
     tables (the first, the headline table, alone with ``all_tables=False``), and with ``all_tables`` the
     cuts, the paper's numbers and the notes. Figures stay in the HTML export."""
-    lines = [report.title, summary_line(report), "", "Claims and verdicts:"]
+    lines = [report.title, summary_line(report), headline_line(report), "", "Claims and verdicts:"]
     shown = None
     for claim, verdict in report.claims:
         if claim.id != shown:
-            lines.append(f"  {claim.text} ({claim.section})")
+            lines.append(f"  {_claim_line(claim)}")
             shown = claim.id
         lines.append(f"    {verdict.word.upper()}: {verdict.claim}: {verdict.sentence()}")
+        lines.append(f"      {secondary_line(verdict)}")
     lines.append("  " + RULE)
     tables = report.tables if all_tables else report.tables[:1]
     for title, frame in tables:
@@ -221,12 +304,12 @@ def to_html(report: Report) -> str:
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(report.title)}</title>"
              f"<style>{_STYLE}</style></head><body>",
              f"<h1>{e(report.title)}</h1>",
-             f"<p>{e(summary_line(report))}.</p>",
+             f"<p>{e(summary_line(report))}.</p>", f"<p>{e(headline_line(report))}.</p>",
              "<h2>Claims and verdicts</h2><ul>"]
     for claim, verdict in report.claims:
         css = verdict.word.replace(" ", "-")
-        parts.append(f"<li><p>{e(claim.text)} ({e(claim.section)})</p><p><span class='{css}'>{e(verdict.word)}</span>"
-                     f": {e(verdict.sentence())}</p></li>")
+        parts.append(f"<li><p>{e(_claim_line(claim))}</p><p><span class='{css}'>{e(verdict.word)}</span>"
+                     f": {e(verdict.sentence())}</p><p><small>{e(secondary_line(verdict))}</small></p></li>")
     parts.append(f"</ul><p>{e(RULE)}</p>")
     if report.cuts:
         parts.append("<h2>What this budget leaves out</h2><ul>" + "".join(f"<li>{e(c)}</li>" for c in report.cuts)
@@ -246,7 +329,9 @@ def to_html(report: Report) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "grid_table", "judge", "long_table",
+__all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "cpu_seconds", "grid_table",
+           "headline_count", "headline_line", "judge", "judged", "long_table", "results_by_seed", "secondary_line",
+           "task_floor",
            "loss_curve_figure", "majority_floors", "new_report",
            "progress_counts", "RULE", "run_value", "summary_line", "to_csv", "to_html", "to_text", "values_by_seed",
            "verdict_table", "wall_seconds"]
@@ -311,12 +396,36 @@ def loss_curve_figure(plan: Plan, results: Results, *, conditions: Sequence[str]
                            title=title)
 
 
+def task_floor(spec: Any) -> tuple[float, str] | None:
+    """(score, how) of the trivial solution of a run spec's task (the spec, or a record's dict of it) where its
+    discipline has one (bit memory: copying the query, 0.75), else None."""
+    from labcore import data
+    from labcore.data.base import parse_params
+
+    fields = spec if isinstance(spec, Mapping) else vars(spec) if hasattr(spec, "__dict__") else {}
+    name = fields.get("discipline")
+    if not name:
+        return None
+    try:
+        discipline = data.get(name)
+        return discipline.floor(parse_params(discipline, dict(fields.get("discipline_params") or {})))
+    except Exception:  # an upload or a discipline not known here: the records' majority class stands
+        return None
+
+
 def majority_floors(plan: Plan, results: Results, facets: Sequence[str]) -> dict[str, float]:
-    """facet -> the majority-class score its finished runs recorded (chance for bit accuracy)."""
+    """facet -> the score a model reaches without learning the task: the discipline's trivial solution where
+    it has one (bit memory: 0.75 from copying the visible bits), else the majority class its finished runs
+    recorded (chance, 0.5, for bit accuracy)."""
     out: dict[str, float] = {}
     for step in plan.steps:
+        if step.facet not in facets or step.facet in out:
+            continue
+        trivial = task_floor(step.spec)
         result = results.get(step)
-        if step.facet in facets and step.facet not in out and isinstance(result, RunRecord):
+        if trivial is not None:
+            out[step.facet] = trivial[0]
+        elif isinstance(result, RunRecord):
             if result.baseline.get("majority") is not None:
                 out[step.facet] = float(result.baseline["majority"])
             elif result.metric == "bit_accuracy":

@@ -31,8 +31,8 @@ import pandas as pd
 from labcore.demos import PAPERS
 from labcore.metrics import aggregate
 from labcore.recipes.base import Claim, Plan, Recipe, Step
-from labcore.recipes.report import Report, cell, grid_table, judge, majority_floors, new_report, values_by_seed
-from labcore.recipes.verdict import decide
+from labcore.recipes.report import Report, cell, grid_table, judge, judged, majority_floors, new_report, values_by_seed
+from labcore.recipes.verdict import ClaimTest
 from labcore.spec import make_spec
 
 TASK = "text-sentiment"
@@ -101,13 +101,13 @@ CLAIMS = (
           "§3, fig. 2"),
     Claim("early-block-necessary", "Earlier layers are generally more helpful for fine-tuning than later ones: "
                                    "re-initialising the first block costs more than re-initialising the last.",
-          "§4, fig. 3"),
+          "§4, fig. 3", test=ClaimTest(direction=-1)),
     Claim("early-block-sufficient", "Earlier layers are generally more helpful: preserving only the first block "
                                     "(re-initialising the rest) scores above preserving only the last.",
           "§4, fig. 3"),
     Claim("permuting-hurts", "Changing the order of the pretrained layers before fine-tuning lowers accuracy "
                              "significantly: the mean over permutations is below the unpermuted model.",
-          "§5, fig. 4"),
+          "§5, fig. 4", test=ClaimTest(direction=-1)),
 )
 
 
@@ -277,15 +277,16 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
                             probe_name(MIDDLE), facet=probes, part="fig. 2 probes"))
     first, last = budget.blocks[0], budget.blocks[-1]
     out.claims.append(judge(claims["early-block-necessary"], plan_, results, block_name("reinit", first),
-                            block_name("reinit", last), direction=-1, facet=main, part="fig. 3"))
+                            block_name("reinit", last), facet=main, part="fig. 3"))
     out.claims.append(judge(claims["early-block-sufficient"], plan_, results, block_name("preserve", first),
                             block_name("preserve", last), facet=main, part="fig. 3"))
     # the permutations (trials 0-4) against the unpermuted model's trials (the recipe's seeds)
     permuted = values_by_seed(plan_, results, condition=PERMUTED, facet=main, part="fig. 4")
     unpermuted = values_by_seed(plan_, results, condition=PRETRAINED, facet=main, part=fig2)
     out.claims.append((claims["permuting-hurts"],
-                       decide(f"permuting-hurts/{main}", f"mean of {PERMUTATIONS} permutations on {main}",
-                              f"unpermuted (k = {LAYERS}) on {main}", permuted, unpermuted, direction=-1)))
+                       judged(claims["permuting-hurts"], plan_, results, f"permuting-hurts/{main}",
+                              f"mean of {PERMUTATIONS} permutations on {main}", f"unpermuted (k = {LAYERS}) on {main}",
+                              permuted, unpermuted, reads=((PERMUTED, main, "fig. 4"), (PRETRAINED, main, fig2)))))
 
     ks = [k_name(k) for k in budget.ks]
     table = grid_table(plan_, results, conditions=ks, facets=sizes, part=fig2, index_name="layers kept (k)")

@@ -1,77 +1,305 @@
-"""The one rule that turns measured numbers into a verdict on a paper's claim.
+"""The one rule that turns measured numbers into a verdict on a claim: a group-sequential paired test.
 
-A claim says that condition A scores above (or below) condition B. Over the seeds of a recipe we have
-A's and B's values; the verdict looks at the 95 % t-interval of the difference A - B:
+A claim compares condition A with condition B over seeds, paired by seed (both sides share the data
+order, the token mapping and the head's initialisation). It is of one of two kinds, fixed before anything
+runs (:class:`ClaimTest`):
 
-* **holds**: the interval excludes 0 on the side the paper claims;
-* **does not hold**: the interval excludes 0 on the other side;
-* **inconclusive**: the interval covers 0 (or there are fewer than two seeds, so no interval exists).
+* a **difference**: A scores above B (``direction=+1``) or below it (``-1``); two-sided paired t-test of
+  the per-seed differences;
+* an **equivalence**: |A - B| < a margin stated with its reason; two one-sided tests (TOST).
 
-Where both sides have the same seeds the differences are paired by seed (the same data order, mapping
-and head initialisation on both sides; scipy's ``ttest_rel``), otherwise Welch's unequal-variance
-interval (``ttest_ind(equal_var=False)``). The words of a verdict come from :func:`decide` only; reports
-never write their own.
+The rule looks at the claim after :data:`LOOKS` pairs (3, then 5, then 8). Looking again after adding
+seeds spends error: each look tests at the nominal level :data:`NOMINAL_ALPHA`, a constant (Pocock-type)
+level calibrated by simulation so that the chance of any directional verdict under a true null, over all
+three looks, stays at or below :data:`ALPHA` = 5 % (:func:`labcore.recipes.sequential_check.error_rates`
+shows it; the tests run it). A claim decided at a look stops there; one still open gets more seeds, and one
+open at the last look (or when the plan cannot grow) is **inconclusive**.
+
+Guards: a zero or tiny spread of the differences would give an interval of no width that "decides"
+anything, so the spread is taken as at least the claim's :attr:`ClaimTest.resolution`; pairs are kept (only
+seeds finished on both sides count, and a missing partner is named, never dropped to an unpaired test).
+Many claims in one report: :func:`settle` runs Holm's step-down correction over a family (the paper's
+headline claims; the lab's own questions apart) at every look. The words of a verdict come from here only;
+reports never write their own.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
-INCONCLUSIVE = "inconclusive"
+INCONCLUSIVE = "inconclusive"  # final: the last look (or the seeds the plan allows) did not decide it
+OPEN = "open"  # not decided yet: the rule's next look will add seeds to it
 NOT_MEASURED = "not measured"  # a side has no finished run yet: no verdict at all
-WORDS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, NOT_MEASURED)
-CONFIDENCE = 0.95
+WORDS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, OPEN, NOT_MEASURED)
+DECIDED = (HOLDS, DOES_NOT_HOLD)
+
+DIFFERENCE = "difference"
+EQUIVALENCE = "equivalence"
+KINDS = (DIFFERENCE, EQUIVALENCE)
+
+ALPHA = 0.05  # the rule's overall false-positive rate under a true null, all looks together
+LOOKS = (3, 5, 8)  # pairs of seeds at which the rule looks
+# The per-look level that keeps three looks at n = 3, 5, 8 within ALPHA: a seeded simulation of 200,000 null
+# sequences of paired t-tests gives 0.0505 at 0.020 and 0.0493 at 0.0195 (Pocock's normal-theory figure for
+# three equal looks is 0.0221; the t-test's small samples and unequal looks move it).
+NOMINAL_ALPHA = 0.0195
+# The smallest spread of per-seed differences the rule believes, in the metric's units: a tenth of a point of
+# accuracy is finer than any test set here resolves (the smallest, 300 examples, moves in steps of 0.0033)
+RESOLUTION = 0.005
+
+
+@dataclass(frozen=True)
+class ClaimTest:
+    """How a claim is decided, fixed before any seed runs."""
+
+    kind: str = DIFFERENCE
+    direction: int = 1  # difference: +1 claims a > b, -1 claims a < b
+    margin: float = 0.0  # equivalence: the claim is |a - b| < margin (stated with its reason in the claim)
+    resolution: float = RESOLUTION  # the spread of differences is taken as at least this (zero-spread guard)
+
+    def __post_init__(self) -> None:
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown test kind {self.kind!r}; valid kinds: {', '.join(KINDS)}")
+        if self.direction not in (1, -1):
+            raise ValueError(f"direction must be +1 or -1, got {self.direction}")
+        if self.kind == EQUIVALENCE and not self.margin > 0:
+            raise ValueError("an equivalence test needs a margin above 0, stated before running")
+        if not self.resolution > 0:
+            raise ValueError("the resolution (the smallest spread believed) must be above 0")
+
+
+@dataclass(frozen=True)
+class Look:
+    """The test of a claim on its first ``n`` pairs."""
+
+    n: int
+    difference: float  # mean of a - b over the pairs
+    sd: float  # the spread used: the pairs' standard deviation, at least the test's resolution
+    low: float  # the interval at the look's level: 1 - NOMINAL_ALPHA (difference), 1 - 2 x NOMINAL_ALPHA (TOST)
+    high: float
+    p: float  # the nominal p-value of the look's test
+    outcome: str  # the word if this look decides: HOLDS or DOES_NOT_HOLD
+
+
+def p_values(diffs: np.ndarray, test: ClaimTest, nominal: float = NOMINAL_ALPHA
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Vectorised over rows of ``diffs`` (sequences x pairs): (mean, sd, low, high, p, holds?) of each row.
+
+    ``holds?`` is True where the outcome, if the look decides, is HOLDS (else DOES_NOT_HOLD)."""
+    from scipy import stats
+
+    diffs = np.atleast_2d(np.asarray(diffs, dtype=float))
+    n = diffs.shape[1]
+    mean = diffs.mean(axis=1)
+    sd = np.maximum(diffs.std(axis=1, ddof=1) if n > 1 else np.zeros(len(diffs)), test.resolution)
+    se = sd / math.sqrt(n)
+    df = max(n - 1, 1)
+    if test.kind == DIFFERENCE:
+        half = stats.t.ppf(1 - nominal / 2, df) * se
+        p = 2 * stats.t.sf(np.abs(mean) / se, df)
+        holds = np.sign(mean) == test.direction
+    else:
+        half = stats.t.ppf(1 - nominal, df) * se
+        # TOST: both one-sided tests reject |a - b| >= margin -> equivalent (the claim holds); the mirror test
+        # (the difference lies beyond the margin, either side) decides that it does not hold
+        p_equivalent = np.maximum(stats.t.sf((mean + test.margin) / se, df), stats.t.cdf((mean - test.margin) / se, df))
+        p_beyond = np.minimum(1.0, 2 * np.minimum(stats.t.sf((mean - test.margin) / se, df),
+                                                  stats.t.cdf((mean + test.margin) / se, df)))
+        holds = p_equivalent <= p_beyond
+        p = np.where(holds, p_equivalent, p_beyond)
+    return mean, sd, mean - half, mean + half, p, holds
+
+
+def pairs(values_a: Mapping[int, float], values_b: Mapping[int, float]) -> tuple[list[int], list[int], list[int]]:
+    """(seeds finished on both sides in seed order, seeds of a without b, seeds of b without a)."""
+    a, b = set(values_a), set(values_b)
+    return sorted(a & b), sorted(a - b), sorted(b - a)
+
+
+def looks_of(values_a: Mapping[int, float], values_b: Mapping[int, float], test: ClaimTest,
+             looks: Sequence[int] = LOOKS) -> list[Look]:
+    """The claim's test at every look its finished pairs reach (the first n pairs in seed order)."""
+    both, _, _ = pairs(values_a, values_b)
+    diffs = np.array([values_a[s] - values_b[s] for s in both])
+    out = []
+    for n in looks:
+        if len(diffs) < n:
+            break
+        mean, sd, low, high, p, holds = p_values(diffs[:n][None, :], test)
+        out.append(Look(n, float(mean[0]), float(sd[0]), float(low[0]), float(high[0]), float(p[0]),
+                        HOLDS if holds[0] else DOES_NOT_HOLD))
+    return out
 
 
 @dataclass(frozen=True)
 class Verdict:
     """A claim's verdict with the numbers that decided it."""
 
-    claim: str  # the claim's id in its recipe
+    claim: str  # the claim's id in its recipe (with "/facet" where it is tested per facet)
     word: str  # one of WORDS
-    a: str  # the condition claimed to be higher (direction +1) or lower (-1)
+    a: str  # the condition claimed to be higher (direction +1), lower (-1) or equivalent
     b: str
-    direction: int  # +1: the paper claims a > b; -1: a < b
-    n_a: int
+    direction: int
+    n_a: int  # finished seeds of each side
     n_b: int
-    mean_a: float
+    mean_a: float  # over the pairs the verdict used (all finished seeds where no pair exists)
     mean_b: float
-    difference: float  # mean of a - b (paired: the mean of the per-seed differences)
-    ci_low: float
+    difference: float  # mean of the per-seed differences a - b at the deciding (or latest) look
+    ci_low: float  # that look's interval
     ci_high: float
-    paired: bool
+    paired: bool = True  # always: unpaired seeds are named in ``unpaired``, never tested
     metric: str = ""
+    kind: str = DIFFERENCE
+    margin: float = 0.0
+    n: int = 0  # pairs at the deciding (or latest) look
+    p_value: float = math.nan  # that look's nominal p
+    decided_at: int = 0  # the look's n where the rule decided (0: not decided)
+    headline: bool = True  # one of the paper's claims (False: a question the lab adds)
+    holm: str = ""  # why Holm's correction kept a look from deciding, where it did
+    # seeds finished on one side only; where a run failed, the sequential driver replaces its pair by a further seed
+    unpaired: tuple[int, ...] = ()
+    looks: tuple[Look, ...] = field(default=(), repr=False)
+    test: ClaimTest = field(default=ClaimTest(), repr=False)
+    can_grow: bool = True  # whether the plan may still add seeds (False: undecided means inconclusive)
+    # the report's (condition, facet, part) of the steps the values came from, and their summed run time
+    reads: tuple[tuple[str, Any, Any], ...] = ()
+    cpu_s: float = 0.0
+    pooled: str = ""  # a secondary pooled per-example test, in words (labcore.recipes.pooled); never the verdict
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        out.pop("test")
+        return out
+
+    @property
+    def decided(self) -> bool:
+        return self.word in DECIDED
+
+    def claimed(self) -> str:
+        if self.kind == EQUIVALENCE:
+            return f"claimed |{self.a} - {self.b}| < {self.margin:g}"
+        return f"claimed {self.a} {'>' if self.direction > 0 else '<'} {self.b}"
+
+    def why(self) -> str:
+        """The rule's reason for the word, in a few words ("stopped at n = 5: holds")."""
+        if self.word == NOT_MEASURED:
+            return "nothing to compare yet"
+        if self.decided:
+            return f"stopped at n = {self.decided_at}: {self.word}"
+        nxt = next((n for n in LOOKS if n > self.n), None)
+        if self.word == OPEN:
+            return (f"open at n = {self.n}: more seeds (next look at n = {nxt})" if self.n
+                    else f"waiting for {LOOKS[0]} pairs")
+        if self.n >= LOOKS[-1]:
+            return f"undecided at the last look (n = {self.n})"
+        return f"undecided at n = {self.n}, and the plan adds no seeds" if self.n else "too few pairs for a look"
 
     def sentence(self) -> str:
         """The numbers behind the word, for the report (the word itself is :attr:`word`)."""
         if self.word == NOT_MEASURED:
             return f"{self.a}: {self.n_a} finished, {self.b}: {self.n_b} finished; nothing to compare yet"
-        relation = ">" if self.direction > 0 else "<"
         diff = f"{self.a} - {self.b} = {self.difference:+.3f}"
-        if math.isnan(self.ci_low):
-            why = f"n = {min(self.n_a, self.n_b)}: no interval from fewer than two seeds"
-            return f"claimed {self.a} {relation} {self.b}; {diff} ({why})"
-        how = "paired by seed" if self.paired else "Welch"
-        return (f"claimed {self.a} {relation} {self.b}; {diff}, 95 % interval [{self.ci_low:+.3f}, {self.ci_high:+.3f}] "
-                f"({how}, n = {self.n_a} and {self.n_b})")
+        parts = [self.claimed()]
+        if self.n:
+            level = (1 - NOMINAL_ALPHA) if self.kind == DIFFERENCE else (1 - 2 * NOMINAL_ALPHA)
+            parts.append(f"{diff}, {level:.1%} interval [{self.ci_low:+.3f}, {self.ci_high:+.3f}], "
+                         f"p = {self.p_value:.3g} (paired, n = {self.n})")
+        else:
+            parts.append(f"{diff} ({min(self.n_a, self.n_b)} pairs: no look before {LOOKS[0]})")
+        if self.unpaired:
+            parts.append(f"seeds {', '.join(map(str, self.unpaired))} have no partner on the other side: left out "
+                         f"of the paired test, never tested unpaired")
+        if self.holm:
+            parts.append(self.holm)
+        return "; ".join(parts) + f" — {self.why()}"
+
+
+def _means(values: Mapping[int, float], seeds: Sequence[int]) -> float:
+    chosen = [values[s] for s in seeds] if seeds else list(values.values())
+    return float(np.mean(chosen)) if chosen else math.nan
 
 
 def _finite(values: Mapping[int, float]) -> dict[int, float]:
     return {int(k): float(v) for k, v in values.items() if v is not None and math.isfinite(float(v))}
 
 
+def measure(claim: str, a: str, b: str, values_a: Mapping[int, float], values_b: Mapping[int, float], *,
+            test: ClaimTest = ClaimTest(), metric: str = "", headline: bool = True, can_grow: bool = True) -> Verdict:
+    """The claim's looks, not yet decided: :func:`settle` decides a family of them together."""
+    va, vb = _finite(values_a), _finite(values_b)
+    both, only_a, only_b = pairs(va, vb)
+    looks = tuple(looks_of(va, vb, test))
+    last = looks[-1] if looks else None
+    used = both[:last.n] if last else both
+    word = NOT_MEASURED if not va or not vb else (OPEN if can_grow else INCONCLUSIVE)
+    diff = last.difference if last else (float(np.mean([va[s] - vb[s] for s in both])) if both else math.nan)
+    return Verdict(claim, word, a, b, test.direction, len(va), len(vb), _means(va, used), _means(vb, used), diff,
+                   last.low if last else math.nan, last.high if last else math.nan, True, metric, test.kind,
+                   test.margin, last.n if last else 0, last.p if last else math.nan, 0, headline, "",
+                   tuple(only_a + only_b), looks, test, can_grow)
+
+
+def _holm_pass(candidates: dict[int, float], m: int, alpha: float) -> set[int]:
+    """Indices rejected by Holm's step-down procedure among ``m`` hypotheses (absent ones count as p = 1)."""
+    rejected: set[int] = set()
+    for rank, (index, p) in enumerate(sorted(candidates.items(), key=lambda kv: kv[1])):
+        if p > alpha / (m - rank):
+            break
+        rejected.add(index)
+    return rejected
+
+
+def settle(verdicts: Sequence[Verdict], alpha: float = ALPHA, nominal: float = NOMINAL_ALPHA) -> list[Verdict]:
+    """Decide a family of claims together, look by look, with Holm's correction over the family.
+
+    At each look a claim's nominal p is put on the rule's overall scale (p x alpha / nominal: a look decides
+    alone exactly where that is at most ``alpha``); Holm's step-down then runs over the family's claims, those
+    decided at earlier looks keeping the p that decided them. A claim rejected at a look is decided there with
+    that look's outcome; the others stay open (or inconclusive where the plan cannot grow or the last look
+    has passed). Verdicts of several families: call once per family."""
+    out = list(verdicts)
+    m = len(out)
+    decided: dict[int, float] = {}
+    for round_, n in enumerate(LOOKS):
+        ps = dict(decided)
+        for i, v in enumerate(out):
+            if i not in decided and len(v.looks) > round_:
+                ps[i] = min(1.0, v.looks[round_].p * alpha / nominal)
+        for i in sorted(_holm_pass(ps, m, alpha) - set(decided)):
+            look = out[i].looks[round_]
+            decided[i] = ps[i]
+            out[i] = replace(out[i], word=look.outcome, decided_at=n, n=n, difference=look.difference,
+                             ci_low=look.low, ci_high=look.high, p_value=look.p, holm="")
+    for i, v in enumerate(out):
+        if i in decided or v.word == NOT_MEASURED:
+            continue
+        alone = next((look for look in v.looks if look.p <= nominal), None)
+        note = (f"alone it would stop at n = {alone.n}; Holm's correction over the {m} claims of its family keeps "
+                f"it open" if alone and m > 1 else "")
+        final = not v.can_grow or v.n >= LOOKS[-1]
+        out[i] = replace(v, word=INCONCLUSIVE if final else OPEN, holm=note)
+    return out
+
+
+def decide(claim: str, a: str, b: str, values_a: Mapping[int, float], values_b: Mapping[int, float], *,
+           direction: int = 1, metric: str = "", test: ClaimTest | None = None, can_grow: bool = True) -> Verdict:
+    """The verdict on one claim alone (a family of one): "``a`` scores above ``b``" (``direction=-1``: below),
+    or the ``test`` given; values keyed by seed."""
+    chosen = test or ClaimTest(direction=direction)
+    return settle([measure(claim, a, b, values_a, values_b, test=chosen, metric=metric, can_grow=can_grow)])[0]
+
+
 def difference_interval(a: Mapping[int, float], b: Mapping[int, float],
-                        confidence: float = CONFIDENCE) -> tuple[float, float, float, bool]:
-    """(mean difference, low, high, paired) of a - b; values keyed by seed. NaN bounds below two values."""
+                        confidence: float = 0.95) -> tuple[float, float, float, bool]:
+    """(mean difference, low, high, paired) of a - b; values keyed by seed: a descriptive interval for tables
+    (the atlas's cells), not a verdict. Paired where both sides have the same seeds, Welch otherwise; NaN
+    bounds below two values."""
     from scipy import stats
 
     paired = len(a) >= 2 and set(a) == set(b)
@@ -95,26 +323,6 @@ def difference_interval(a: Mapping[int, float], b: Mapping[int, float],
     return mean, float(ci.low), float(ci.high), False
 
 
-def decide(claim: str, a: str, b: str, values_a: Mapping[int, float], values_b: Mapping[int, float], *,
-           direction: int = 1, metric: str = "") -> Verdict:
-    """The verdict on "``a`` scores above ``b``" (``direction=-1``: below), values keyed by seed."""
-    if direction not in (1, -1):
-        raise ValueError(f"direction must be +1 or -1, got {direction}")
-    va, vb = _finite(values_a), _finite(values_b)
-    mean_a = float(np.mean(list(va.values()))) if va else math.nan
-    mean_b = float(np.mean(list(vb.values()))) if vb else math.nan
-    if not va or not vb:
-        return Verdict(claim, NOT_MEASURED, a, b, direction, len(va), len(vb), mean_a, mean_b, math.nan, math.nan,
-                       math.nan, False, metric)
-    diff, low, high, paired = difference_interval(va, vb)
-    if math.isnan(low) or low <= 0 <= high:
-        word = INCONCLUSIVE
-    elif (low > 0) == (direction > 0):
-        word = HOLDS
-    else:
-        word = DOES_NOT_HOLD
-    return Verdict(claim, word, a, b, direction, len(va), len(vb), mean_a, mean_b, diff, low, high, paired, metric)
-
-
-__all__ = ["CONFIDENCE", "DOES_NOT_HOLD", "HOLDS", "INCONCLUSIVE", "NOT_MEASURED", "Verdict", "WORDS", "decide",
-           "difference_interval"]
+__all__ = ["ALPHA", "ClaimTest", "DECIDED", "DIFFERENCE", "DOES_NOT_HOLD", "EQUIVALENCE", "HOLDS", "INCONCLUSIVE",
+           "KINDS", "LOOKS", "Look", "NOMINAL_ALPHA", "NOT_MEASURED", "OPEN", "RESOLUTION", "Verdict", "WORDS",
+           "decide", "difference_interval", "looks_of", "measure", "p_values", "pairs", "settle"]

@@ -1,0 +1,179 @@
+"""The sequential verdict rule: its error and power by simulation, its guards, Holm's correction, the claims as
+the papers state them, and the driver that adds seeds only to open claims."""
+
+from __future__ import annotations
+
+import pytest
+
+from labcore.recipes.sequential_check import simulate
+from labcore.recipes.verdict import (ALPHA, DOES_NOT_HOLD, EQUIVALENCE, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN,
+                                     ClaimTest, decide, measure, settle)
+
+# ------------------------------------------------------------------------------------------ by simulation
+
+
+@pytest.mark.parametrize("test, truth", [(ClaimTest(resolution=1e-9), 0.0),
+                                         (ClaimTest(kind=EQUIVALENCE, margin=0.05, resolution=1e-9), 0.05)])
+def test_under_a_true_null_the_rule_errs_at_most_five_percent_over_all_looks(test, truth):
+    # difference: any directional verdict when a = b; equivalence: "equivalent" when the truth sits on the margin
+    out = simulate(test, truth, 0.03, draws=40_000, seed=11)
+    wrong = out.decided if test.kind != EQUIVALENCE else out.holds
+    assert wrong <= ALPHA + 2 * out.monte_carlo_error(ALPHA), out
+    assert wrong > ALPHA / 3  # the looks spend the error; a rule that never decides would pass the bound too
+
+
+def test_a_true_gain_of_005_at_a_spread_of_003_is_found_by_eight_seeds():
+    out = simulate(ClaimTest(), 0.05, 0.03, draws=20_000, seed=12)
+    assert out.holds >= 0.80 and out.does_not_hold < 0.001
+    assert dict(out.by_look)[8] == pytest.approx(out.decided)
+    assert out.mean_pairs < 8  # most sequences stop early: seeds go where the answer is open
+
+
+def test_an_equivalence_within_the_margin_is_found():
+    assert simulate(ClaimTest(kind=EQUIVALENCE, margin=0.05), 0.0, 0.03, draws=20_000, seed=13).holds >= 0.8
+
+
+# ------------------------------------------------------------------------------------------ guards
+
+
+def test_identical_differences_on_every_seed_decide_nothing_below_the_resolution():
+    # one test example's worth on every seed: the old interval had no width and "held"
+    tiny = decide("c", "a", "b", {0: 0.801, 1: 0.701, 2: 0.601}, {0: 0.8, 1: 0.7, 2: 0.6})
+    assert tiny.word == OPEN and tiny.n == 3 and tiny.ci_low < 0 < tiny.ci_high
+    clear = decide("c", "a", "b", {0: 0.9, 1: 0.8, 2: 0.7}, {0: 0.8, 1: 0.7, 2: 0.6})
+    assert clear.word == HOLDS and clear.decided_at == 3 and "stopped at n = 3: holds" in clear.sentence()
+
+
+def test_pairs_are_kept_when_a_seed_failed_on_one_side():
+    v = decide("c", "a", "b", {0: 0.9, 1: 0.92, 2: 0.91, 3: 0.5}, {0: 0.8, 1: 0.83, 2: 0.81})
+    assert v.paired and v.n == 3 and v.unpaired == (3,)
+    assert v.mean_a == pytest.approx((0.9 + 0.92 + 0.91) / 3)  # the unpaired seed is not in the means either
+    assert "have no partner on the other side" in v.sentence() and "Welch" not in v.sentence()
+
+
+def test_direction_and_the_words_before_and_after_the_last_look():
+    down = decide("c", "a", "b", {s: 0.7 + 0.01 * s for s in range(3)}, {s: 0.9 + 0.012 * s for s in range(3)})
+    assert down.word == DOES_NOT_HOLD
+    assert decide("c", "a", "b", {0: 0.9}, {0: 0.5}).word == OPEN  # no look before 3 pairs
+    assert decide("c", "a", "b", {}, {0: 0.5}).word == NOT_MEASURED
+    noisy = {s: 0.8 + (0.1 if s % 2 else -0.1) for s in range(8)}
+    flat = {s: 0.8 for s in range(8)}
+    assert decide("c", "a", "b", noisy, flat).word == INCONCLUSIVE  # the last look has passed
+    assert decide("c", "a", "b", {s: noisy[s] for s in range(5)}, flat, can_grow=False).word == INCONCLUSIVE
+    with pytest.raises(ValueError, match="margin"):
+        ClaimTest(kind=EQUIVALENCE)
+
+
+def test_holms_correction_keeps_a_weak_claim_of_a_family_open():
+    strong = measure("strong", "a", "b", {s: 0.9 + 0.001 * s for s in range(3)}, {s: 0.5 for s in range(3)})
+    weak_a, weak_b = {0: 0.80, 1: 0.85, 2: 0.82}, {0: 0.76, 1: 0.80, 2: 0.78}
+    weak = measure("weak", "a", "b", weak_a, weak_b)
+    assert weak.looks[0].p < 0.0195 and decide("weak", "a", "b", weak_a, weak_b).word == HOLDS  # alone
+    nulls = [measure(f"null{i}", "a", "b", {s: 0.8 + 0.01 * ((s + i) % 3) for s in range(3)},
+                     {s: 0.8 for s in range(3)}) for i in range(3)]
+    words = {v.claim: v for v in settle([strong, weak] + nulls)}
+    assert words["strong"].word == HOLDS
+    assert words["weak"].word == OPEN and "Holm" in words["weak"].sentence()
+
+
+# ------------------------------------------------------------------------------------------ claims and floors
+
+
+def test_the_bit_memory_floor_is_copying_the_visible_bits():
+    from labcore.data.bits import BitsMemory, MemoryParams
+    from labcore.recipes import RECIPES
+    from labcore.recipes.report import majority_floors
+
+    assert BitsMemory().floor(MemoryParams()) == (0.75, "copying the query's unmasked bits")
+    assert BitsMemory().floor(MemoryParams(mask_prob=0.2))[0] == pytest.approx(0.9)
+    plan = RECIPES["fpt"].plan("quick")
+    assert majority_floors(plan, {}, ("bits-memory", "listops"))["bits-memory"] == 0.75
+
+
+def test_claims_carry_the_papers_numbers_and_lab_questions_stay_out_of_the_headline():
+    from labcore.recipes import RECIPES
+    from labcore.recipes.report import headline_count, to_text
+
+    kao = {c.id: c for c in RECIPES["kao"].claims}
+    assert "96.4" in kao["beats-scratch"].paper and "95.3" in kao["beats-scratch"].paper  # table 5, splice
+    assert "79.6" in kao["shift-vs-scratch"].paper and kao["shift-vs-scratch"].test.direction == -1
+    assert not kao["beats-scratch-protein"].headline  # malonylation is none of Kao's tasks
+    fpt = {c.id: c for c in RECIPES["fpt"].claims}
+    assert not fpt["pretrained-beats-random-xor"].headline and "100 / 100 / 100" in fpt["bit-beats-random-xor"].why
+    orca = {c.id: c for c in RECIPES["orca"].claims}
+    assert orca["no-help-2d"].test.kind == EQUIVALENCE and orca["no-help-2d"].test.margin > 0
+
+    report = RECIPES["kao"].report(RECIPES["kao"].plan("quick"), {})
+    counts = headline_count(report)
+    assert sum(counts.values()) == sum(1 for c, _ in report.claims if c.headline) < len(report.claims)
+    text = to_text(report)
+    assert "the lab's question, not the paper's" in text and "the paper: splice 96.4" in text
+
+
+# ------------------------------------------------------------------------------------------ the driver
+
+
+def _record(step, value: float):
+    from labcore.recipes.drive import step_key
+    from labcore.record import RunRecord
+
+    return RunRecord(key=step_key(step), spec={}, status="done", test={"accuracy": value}, metric="accuracy",
+                     wall_time_s=10.0, best_step=10, val_curve=[(10, value)])
+
+
+def test_the_driver_adds_seeds_only_to_the_steps_of_open_claims(store):
+    from labcore.recipes import RECIPES
+    from labcore.recipes.drive import grown_plan
+    from labcore.recipes.tamkin import PERMUTED
+
+    recipe = RECIPES["tamkin"]
+
+    def value(step) -> float:
+        # every condition far apart and steady across seeds, except the permuted runs, which wobble around the
+        # unpermuted model's score: every claim decides at n = 3 but permuting-hurts
+        base = {"k=6": 0.90, "k=3": 0.80, "k=0": 0.60, "probe layer 6": 0.75, "probe layer 3": 0.65,
+                "probe layer 0": 0.55, "reinit 1-2": 0.70, "reinit 5-6": 0.85, "preserve 1-2": 0.78,
+                "preserve 5-6": 0.65}.get(step.condition)
+        if step.condition == PERMUTED:
+            return 0.90 + (0.05 if step.seed % 2 else -0.05)
+        return base + 0.002 * step.seed
+
+    plan = grown_plan(recipe, "quick", store)
+    assert plan.sequential and plan.seeds == (0, 1, 2) and plan.can_grow
+    for step in plan.steps:
+        store.put_result(_record(step, value(step)))
+    grown = grown_plan(recipe, "quick", store)
+    assert grown.seeds == (0, 1, 2, 3, 4)
+    new = [s for s in grown.steps if s.seed >= 3]
+    assert new and {s.condition for s in new} == {PERMUTED, "k=6"}  # the open claim's two sides, nothing else
+    words = {v.claim: v.word for _, v in recipe.report(grown, {s: _record(s, value(s)) for s in plan.steps}).claims}
+    assert words["permuting-hurts/500 examples"] == OPEN
+    assert all(w in (HOLDS, DOES_NOT_HOLD) for c, w in words.items() if not c.startswith("permuting"))
+    capped = grown_plan(recipe, "quick", store, cap_s=1.0)
+    assert capped.seeds == (0, 1, 2) and not capped.can_grow and "cap" in capped.stopped
+
+
+# ------------------------------------------------------------------------------------------ pooled per example
+
+
+def test_per_example_results_pack_compactly_and_pool_into_mcnemar():
+    import numpy as np
+    from scipy.stats import binomtest
+
+    from labcore.record import RunRecord, pack_correct, unpack_correct
+    from labcore.recipes.pooled import pooled_mcnemar
+
+    rng = np.random.default_rng(0)
+    right = rng.random(500) < 0.8
+    text = pack_correct(right)
+    assert len(text) < 100 and (unpack_correct(text) == right).all() and unpack_correct("") is None
+
+    def record(correct):
+        return RunRecord(key="k", spec={}, status="done", test_correct=pack_correct(correct))
+
+    a = {s: record(np.r_[np.ones(10, bool), np.zeros(10, bool)]) for s in range(3)}  # right on the first 10
+    b = {s: record(np.r_[np.ones(7, bool), np.zeros(13, bool)]) for s in range(3)}  # right on the first 7
+    pooled = pooled_mcnemar(a, b)
+    assert (pooled.seeds, pooled.examples, pooled.only_a, pooled.only_b) == (3, 20, 9, 0)
+    assert pooled.p_value == pytest.approx(binomtest(9, 9, 0.5).pvalue) and "ignores seed variance" in pooled.sentence()
+    assert pooled_mcnemar(a, {5: b[0]}) is None  # no paired seed
