@@ -21,7 +21,8 @@ from labcore.fmt import fmt_duration
 from labcore.recipes import BUDGETS, RECIPES
 from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
 from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
-from labcore.recipes.report import RULE, headline_line, secondary_line, summary_line, to_csv, to_html
+from labcore.recipes.report import (RULE, TUNING_TITLE, headline_line, secondary_line, summary_line, to_csv,
+                                    to_html)
 from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
 from pages import common, state
 
@@ -247,6 +248,9 @@ def show_report(report) -> None:
     for title, frame in report.tables:
         st.markdown(f"#### {title}")
         st.dataframe(frame)
+    if report.tuning is not None:
+        st.markdown(f"#### {TUNING_TITLE}")
+        st.dataframe(report.tuning)
     if report.paper_numbers:
         st.markdown("#### The paper's numbers")
         for numbers in report.paper_numbers:

@@ -177,3 +177,40 @@ def test_per_example_results_pack_compactly_and_pool_into_mcnemar():
     assert (pooled.seeds, pooled.examples, pooled.only_a, pooled.only_b) == (3, 20, 9, 0)
     assert pooled.p_value == pytest.approx(binomtest(9, 9, 0.5).pvalue) and "ignores seed variance" in pooled.sentence()
     assert pooled_mcnemar(a, {5: b[0]}) is None  # no paired seed
+
+
+# ------------------------------------------------------------------------------------------ equal tuning effort
+
+
+def test_every_arm_gets_the_same_grid_and_runs_at_the_rate_its_validation_chose(store):
+    from labcore.recipes import RECIPES
+    from labcore.recipes.drive import plan_for, plan_of, results_of
+    from labcore.recipes.tuning import GRID_PART, TUNE_SEED
+    from labcore.record import RunRecord
+
+    recipe = RECIPES["kao"]
+    rates = recipe.lr_grids["standard"]
+    waiting = plan_for(recipe, "standard", (0,), store)
+    grid = [s for s in waiting.stages[0] if s.part == GRID_PART]
+    runs = [s for s in plan_of(recipe, "standard", (0,)).steps if s.spec.__class__.__name__ == "RunSpec"]
+    assert len(grid) == len(rates) * len({(s.condition, s.facet) for s in runs})  # every arm, every rate
+    assert {s.seed for s in grid} == {TUNE_SEED} and {s.spec.seed for s in grid} == {TUNE_SEED}
+    # until the grid has ended, the arms keep the budget's rate
+    assert {s.spec.lr for s in waiting.stages[-1] if s in runs} == {runs[0].spec.lr}
+
+    def validation(step) -> float:  # random init likes the largest rate, everything else the smallest
+        best = rates[-1] if step.spec.init == "random" else rates[0]
+        return 0.9 if step.spec.lr == best else 0.7
+
+    from labcore.recipes.drive import step_key
+
+    for step in grid:
+        store.put_result(RunRecord(key=step_key(step), spec={}, status="done", metric="accuracy",
+                                   validation={"accuracy": validation(step)}, best_step=5, val_curve=[[5, 0.7]]))
+    tuned = plan_for(recipe, "standard", (0,), store)
+    lrs = {(s.condition, s.facet): s.spec.lr for s in tuned.stages[-1] if hasattr(s.spec, "lr")}
+    assert lrs[("random", "dna-splice")] == rates[-1] and lrs[("pretrained", "dna-splice")] == rates[0]
+    assert lrs[("text random", "text-sentiment")] == rates[-1]
+    table = recipe.report(tuned, results_of(tuned, store)).tuning
+    assert table.loc["random / dna-splice / table 6", "chosen"] == f"{rates[-1]:g}"
+    assert plan_for(recipe, "quick", (0,), store) == plan_of(recipe, "quick", (0,))  # quick tunes nothing

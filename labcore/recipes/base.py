@@ -127,6 +127,9 @@ class Recipe:
     # other spec refers to it (a ``run:`` body, a ``lab:`` name), so a test can shrink a whole plan.
     planner: Callable[[str, tuple[int, ...], Callable[[Any], Any]], Plan]
     reporter: Callable[[Plan, Mapping[Step, Any]], Any]  # (plan, step -> result or None) -> Report
+    # budget -> the learning rates every tunable arm tries on validation before its seeds run (equal effort for
+    # every arm: labcore.recipes.tuning); a budget not named here gives every arm the budget's own rate
+    lr_grids: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     default_seeds: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: {"quick": (0, 1, 2),
                                                                                    "standard": (0, 1, 2),
                                                                                    "paper": (0, 1, 2, 3, 4)})

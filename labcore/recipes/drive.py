@@ -23,23 +23,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 from labcore.errors import LabError
 from labcore.fmt import fmt_duration
-from labcore.jobs import new_job
+from labcore.recipes import tuning
 from labcore.recipes.base import Plan, Recipe, Step
+from labcore.recipes.keys import mentions, step_key
 from labcore.recipes.report import wall_seconds
 from labcore.recipes.verdict import LOOKS, OPEN
 from labcore.record import RunRecord
 from labcore.store import ACTIVE, STOPPED, TERMINAL, QueueCapReached
-
-_KEYS: dict[tuple[str, Step], str] = {}
-
-
-def step_key(step: Step) -> str:
-    """The job key of a step (resolving is torch-free and memoised: a page asks on every refresh)."""
-    memo = (type(step.spec).__name__, step)
-    if memo not in _KEYS:
-        _KEYS[memo] = new_job(step.spec).key
-    return _KEYS[memo]
-
 
 ADJUST_VARIABLE = "TRANSFERLAB_RECIPE_ADJUST"
 
@@ -70,13 +60,6 @@ def plan_of(recipe: Recipe, budget: str = "quick", seeds: Sequence[int] | None =
     return dataclasses.replace(plan, adjusted=name) if name else plan
 
 
-def _mentions(spec: Any, step: Step) -> bool:
-    """Whether a job spec builds on ``step``'s job: a ``run:KEY`` body, or a ``lab:`` model it pretrains."""
-    text = repr(spec)
-    name = getattr(step.spec, "name", "")
-    return step_key(step) in text or bool(name and f"lab:{name}" in text)
-
-
 def needed_steps(plan: Plan, reads: Sequence[tuple[str, Any, Any]], keep: set[Step]) -> Plan:
     """``plan`` cut to the steps in ``keep``, the steps ``reads`` name (condition, facet, part; None: any), and
     the earlier-stage steps those build on."""
@@ -88,7 +71,7 @@ def needed_steps(plan: Plan, reads: Sequence[tuple[str, Any, Any]], keep: set[St
     for number in range(len(plan.stages) - 1, -1, -1):  # later stages first: they name what they build on
         later = [s for stage in kept[number + 1:] for s in stage]
         kept[number] = [s for s in plan.stages[number] if s in keep or wanted(s)
-                        or any(_mentions(k.spec, s) for k in later)]
+                        or any(mentions(k.spec, s) for k in later)]
     return dataclasses.replace(plan, stages=tuple(tuple(stage) for stage in kept))
 
 
@@ -99,7 +82,7 @@ def grown_plan(recipe: Recipe, budget: str, store: Any, *, cap_s: float = math.i
     page refresh and the command line agree. ``cap_s``: run time (seconds) the user allows the whole
     recipe; a look whose expected total passes it is not started, and the plan says so."""
     look = LOOKS[0]
-    plan = dataclasses.replace(plan_of(recipe, budget, tuple(range(look))), sequential=True, can_grow=True)
+    plan = dataclasses.replace(tuned_plan(recipe, budget, tuple(range(look)), store), sequential=True, can_grow=True)
     while True:
         if not progress(plan, store).ended:
             return plan
@@ -114,7 +97,7 @@ def grown_plan(recipe: Recipe, budget: str, store: Any, *, cap_s: float = math.i
         # not the plan's seeds, as Tamkin's permutations, breaks no pair)
         broken = max(sum(1 for s in v.unpaired if s in plan.seeds) for v in still)
         size = max(len(plan.seeds), look + broken)
-        bigger = plan_of(recipe, budget, tuple(range(size)))
+        bigger = tuned_plan(recipe, budget, tuple(range(size)), store)
         reads = [r for v in still for r in v.reads] or [(s.condition, s.facet, s.part) for s in bigger.steps]
         grown = needed_steps(dataclasses.replace(bigger, sequential=True, can_grow=look < LOOKS[-1]), reads,
                              set(plan.steps))
@@ -129,8 +112,22 @@ def grown_plan(recipe: Recipe, budget: str, store: Any, *, cap_s: float = math.i
 def plan_for(recipe: Recipe, budget: str, seeds: Sequence[int] | None, store: Any, *,
              cap_s: float = math.inf) -> Plan:
     """What the page and the command line drive and report: the sequential rule's plan where no seeds are
-    given (:func:`grown_plan`), else the plan of exactly those seeds."""
-    return grown_plan(recipe, budget, store, cap_s=cap_s) if not seeds else plan_of(recipe, budget, seeds)
+    given (:func:`grown_plan`), else the plan of exactly those seeds; either with the learning rates its grid
+    chose where the recipe's budget tunes (:func:`tuned_plan`)."""
+    return grown_plan(recipe, budget, store, cap_s=cap_s) if not seeds else tuned_plan(recipe, budget, seeds, store)
+
+
+def tuned_plan(recipe: Recipe, budget: str, seeds: Sequence[int], store: Any) -> Plan:
+    """``plan_of`` with the recipe's learning-rate grid for this budget as its first stage, and each arm at the
+    rate its grid runs chose once they have all ended (:mod:`labcore.recipes.tuning`); the plan itself where
+    the budget names no grid."""
+    plan = plan_of(recipe, budget, seeds)
+    rates = recipe.lr_grids.get(budget, ())
+    if not rates:
+        return plan
+    grid = dataclasses.replace(plan, stages=(tuning.grid_stage(plan, rates),))
+    choices = tuning.chosen_rates(plan, rates, results_of(grid, store)) if progress(grid, store).ended else {}
+    return tuning.with_rates(plan, rates, choices)
 
 
 def seeds_words(plan: Plan) -> str:
@@ -298,5 +295,6 @@ def expected_sentence(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -
 
 
 __all__ = ["ADJUST_VARIABLE", "Progress", "advance", "grown_plan", "needed_steps", "plan_for", "seeds_flag",
+           "tuned_plan",
            "seeds_words", "expected_of", "expected_sentence", "expected_seconds",
            "measured_count", "named_adjust", "plan_keys", "plan_of", "progress", "results_of", "step_key"]

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import pandas as pd
 
 from labcore.metrics import aggregate
+from labcore.recipes import tuning
 from labcore.recipes.base import Claim, Plan, Step
 from labcore.recipes.verdict import ALPHA, LOOKS, NOMINAL_ALPHA, ClaimTest, Verdict, measure
 from labcore.record import RunRecord
@@ -44,6 +45,8 @@ class Report:
     figures: list[tuple[str, Any]] = field(default_factory=list)  # (title, plotly Figure)
     cuts: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
+    # each tuned arm's validation metric per learning rate of the grid and the rate chosen (None: no grid)
+    tuning: pd.DataFrame | None = None
     done: int = 0
     total: int = 0
     wall_s: float = 0.0  # summed wall time of the finished runs and pretrainings
@@ -184,8 +187,17 @@ def progress_counts(plan: Plan, results: Results) -> tuple[int, int, float]:
 
 def new_report(recipe: Any, plan: Plan, results: Results) -> Report:
     done, total, wall = progress_counts(plan, results)
+    rates = recipe.lr_grids.get(plan.budget, ())
+    grid = rates and any(step.part == tuning.GRID_PART for step in plan.steps)
     return Report(recipe=recipe.name, title=recipe.title, paper=recipe.paper, budget=plan.budget,
-                  seeds=plan.seeds, cuts=plan.cuts, done=done, total=total, wall_s=wall)
+                  seeds=plan.seeds, cuts=plan.cuts, done=done, total=total, wall_s=wall,
+                  tuning=tuning.rate_table(_untuned(plan, rates), rates, results) if grid else None)
+
+
+def _untuned(plan: Plan, rates: Sequence[float]) -> Plan:
+    """The plan without its grid stage (the arms, as the grid was built from them)."""
+    stages = tuple(stage for stage in plan.stages if not any(s.part == tuning.GRID_PART for s in stage))
+    return replace(plan, stages=stages)
 
 
 # ------------------------------------------------------------------------------------------ exports
@@ -251,6 +263,10 @@ RULE = (f"Rule: a paired test of the per-seed differences (a two-sided t-test fo
         f"look stops; an open one gets more seeds; one undecided at the last look is inconclusive.")
 
 
+TUNING_TITLE = (f"Learning rates: each arm's validation metric per rate of the grid (seed {tuning.TUNE_SEED}, apart "
+                f"from the verdicts' seeds) and the rate its seeds ran with")
+
+
 def secondary_line(verdict: Verdict) -> str:
     """What the claim cost and the pooled per-example figure, under its verdict."""
     cost = f"{verdict.cpu_s / 60:.1f} CPU minutes of runs"
@@ -288,6 +304,8 @@ def to_text(report: Report, *, all_tables: bool = True) -> str:
     tables = report.tables if all_tables else report.tables[:1]
     for title, frame in tables:
         lines += ["", title + ":", frame.to_string()]
+    if all_tables and report.tuning is not None:
+        lines += ["", TUNING_TITLE + ":", report.tuning.to_string()]
     if all_tables:
         if report.cuts:
             lines += ["", "What this budget leaves out:"] + [f"  - {c}" for c in report.cuts]
@@ -316,6 +334,8 @@ def to_html(report: Report) -> str:
                      + "</ul>")
     for title, frame in report.tables:
         parts.append(f"<h2>{e(title)}</h2>{_frame_html(frame)}")
+    if report.tuning is not None:
+        parts.append(f"<h2>{e(TUNING_TITLE)}</h2>{_frame_html(report.tuning)}")
     for numbers in report.paper_numbers:
         parts.append(f"<h2>The paper's numbers: {e(numbers.source)}</h2>{_frame_html(numbers.table)}")
     first = True
@@ -331,7 +351,7 @@ def to_html(report: Report) -> str:
 
 __all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "cpu_seconds", "grid_table",
            "headline_count", "headline_line", "judge", "judged", "long_table", "results_by_seed", "secondary_line",
-           "task_floor",
+           "task_floor", "TUNING_TITLE",
            "loss_curve_figure", "majority_floors", "new_report",
            "progress_counts", "RULE", "run_value", "summary_line", "to_csv", "to_html", "to_text", "values_by_seed",
            "verdict_table", "wall_seconds"]
