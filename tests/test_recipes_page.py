@@ -55,6 +55,10 @@ def test_the_page_lists_every_recipe_with_its_paper_claims_budget_seeds_and_time
     assert f"**Expected on this machine:** {jobs} jobs" in shown and f"at {kao.prior_step_s:g} s a job" in shown
     assert "Nothing of this recipe has run in this store yet" in shown
     assert at.query_params["recipe"] in ("kao", ["kao"]) and at.query_params["budget"] in ("quick", ["quick"])
+    # by default the sequential rule chooses the seeds (3 first) and says so; the lab's questions are labelled
+    assert at.toggle(key="w:rec.sequential").value and at.query_params["seeds"] in ("sequential", ["sequential"])
+    assert "chosen by the sequential rule: looks at 3, 5, 8 pairs" in shown
+    assert "*the lab’s question:* " + next(c.text for c in kao.claims if not c.headline) in shown
     at.radio(key="w:rec.budget").set_value("paper").run()
     no_exception(at)
     assert at.multiselect(key="w:rec.seeds.kao.paper").value == list(kao.default_seeds["paper"])
