@@ -1,47 +1,100 @@
-"""Drive one recipe to its end through the local executor and print its progress and wall time.
+"""Drive recipes to their end through the local executor, as the sequential rule grows them, and print what
+each decided, with the seeds, run time and wall time it took.
 
-    python bench/recipe_drive.py NAME [BUDGET] [WORKERS]
+    python bench/recipe_drive.py NAME [NAME ...] [--budget quick] [--workers 1] [--cap-minutes M]
+                                 [--seeds 0,1,2] [--store DIR] [--out FILE.csv]
 
-The figures it prints (wall time, run time of the finished jobs) are the ones the recipe notes report.
+Each recipe goes into the same store (``--store``, default the lab's), one after the other, so a second
+invocation with another precision (``TRANSFERLAB_PRECISION``) or on another machine can be compared claim by
+claim with ``--out`` files. Per recipe it prints the paper's headline claims decided / undecided, every
+verdict with the look that decided it, the seeds used, the summed run time of its jobs (CPU minutes of the
+worker) and the wall time, and the CPU the figures come from.
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
+import math
+import platform
 import time
+from pathlib import Path
+
+import pandas as pd
 
 from labcore.executor import LocalExecutor
 from labcore.recipes import RECIPES
-from labcore.recipes.drive import advance, results_of
+from labcore.recipes.drive import advance, plan_for, results_of, seeds_words
+from labcore.recipes.report import headline_count, verdict_table
+from labcore.store import open_store
 
 
-def main() -> None:
-    name = sys.argv[1]
-    budget = sys.argv[2] if len(sys.argv) > 2 else "quick"
-    workers = int(sys.argv[3]) if len(sys.argv) > 3 else 1
+def cpu_words() -> str:
+    model, flags = platform.processor() or "", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name") and not model.strip():
+                model = line.split(":", 1)[1].strip()
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    native = sorted(f for f in flags if f in ("avx512_bf16", "amx_bf16", "amx_tile", "avx512f", "avx2"))
+    return f"{model.strip()} ({', '.join(native) or 'no AVX-512/AMX flags'})"
+
+
+def drive(name: str, args: argparse.Namespace, executor: LocalExecutor) -> pd.DataFrame:
     recipe = RECIPES[name]
-    plan = recipe.plan(budget)
-    executor = LocalExecutor(workers=workers)
-    start = time.time()
-    last = None
+    seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None
+    cap_s = args.cap_minutes * 60 if args.cap_minutes else math.inf
+    start, last = time.time(), None
     while True:
+        plan = plan_for(recipe, args.budget, seeds, executor.store, cap_s=cap_s)
         progress = advance(plan, executor)
-        state = (progress.done, progress.failed, progress.running, progress.queued)
+        state = (len(plan.steps), progress.done, progress.failed, progress.running, progress.queued)
+        if last is None or state[0] != last[0]:
+            print(f"{time.time() - start:7.0f} s  {name}: {seeds_words(plan)}, {len(plan.steps)} jobs", flush=True)
         if state != last:
-            print(f"{time.time() - start:7.0f} s  done {progress.done}/{progress.total}  failed {progress.failed}  "
-                  f"running {progress.running}  queued {progress.queued}  {'; '.join(progress.errors)}", flush=True)
+            print(f"{time.time() - start:7.0f} s  {name}: done {progress.done}/{progress.total}  failed "
+                  f"{progress.failed}  running {progress.running}  queued {progress.queued}  "
+                  f"{'; '.join(progress.errors)}", flush=True)
             last = state
-        if progress.ended:
+        if progress.ended and plan_for(recipe, args.budget, seeds, executor.store, cap_s=cap_s).steps == plan.steps:
             break
         executor.ensure_workers()
         time.sleep(5)
     wall = time.time() - start
     report = recipe.report(plan, results_of(plan, executor.store))
-    print(f"recipe {name} ({budget}): wall {wall:.0f} s, run time of its jobs {report.wall_s:.0f} s")
+    counts = headline_count(report)
+    decided = counts.get("holds", 0) + counts.get("does not hold", 0)
+    total = sum(counts.values())
+    print(f"\n{name} ({args.budget}): {seeds_words(plan)}")
+    print(f"  the paper's claims: {decided} of {total} decided ({decided / max(total, 1):.0%}): {counts}")
+    print(f"  run time of its jobs {report.wall_s / 60:.1f} CPU minutes, wall {wall / 60:.1f} min, on {cpu_words()}")
     for claim, verdict in report.claims:
-        print(f"  {verdict.word:14s} {claim.id}: {verdict.sentence()}")
-    for title, table in report.tables:
-        print(f"\n{title}\n{table.to_string()}")
+        who = "" if claim.headline else " [the lab's question]"
+        print(f"  {verdict.word:14s} {verdict.claim}{who}: {verdict.why()}")
+    table = verdict_table(report)
+    table.insert(0, "recipe", name)
+    table["wall_s_recipe"] = round(wall)
+    return table
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="+", choices=RECIPES.names())
+    parser.add_argument("--budget", default="quick")
+    parser.add_argument("--workers", type=int, default=1)
+    parser.add_argument("--cap-minutes", type=float, default=0.0)
+    parser.add_argument("--seeds", default="", help="fixed seeds instead of the sequential rule's")
+    parser.add_argument("--store", default=None)
+    parser.add_argument("--out", default="", help="write every verdict of every recipe as CSV")
+    args = parser.parse_args()
+    executor = LocalExecutor(open_store(args.store), workers=args.workers)
+    tables = [drive(name, args, executor) for name in args.names]
+    if args.out:
+        pd.concat(tables).to_csv(args.out, index=False)
+        print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -158,9 +158,11 @@ def plan(budget_name: str, seeds: tuple[int, ...], adjust: Callable[[Any], Any])
                                       {"start": start, "size": BLOCK, "mode": mode}),
                            block_name(mode, start), seed, "fig. 3", facet_of(budget.main_size))
                       for mode in ("reinit", "preserve")]
-    # Permutation i is trial i: its own run seed, as Tamkin et al. run permutation n in trial n.
+    # Permutation i is trial i: its own run seed, as Tamkin et al. run permutation n in trial n; at least
+    # PERMUTATIONS of them, and one for every seed, so each seed's unpermuted run has its permuted partner
+    trials = range(max(PERMUTATIONS, max(seeds) + 1))
     steps += [Step(_fine_tune(budget.main_size, trial, "permute_layers", {"seed": trial}), PERMUTED, trial, "fig. 4",
-                   facet_of(budget.main_size)) for trial in range(PERMUTATIONS)]
+                   facet_of(budget.main_size)) for trial in trials]
     return Plan("tamkin", budget_name, seeds, (tuple(steps),), CUTS[budget_name])
 
 
@@ -285,7 +287,7 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
     unpermuted = values_by_seed(plan_, results, condition=PRETRAINED, facet=main, part=fig2)
     out.claims.append((claims["permuting-hurts"],
                        judged(claims["permuting-hurts"], plan_, results, f"permuting-hurts/{main}",
-                              f"mean of {PERMUTATIONS} permutations on {main}", f"unpermuted (k = {LAYERS}) on {main}",
+                              f"a permuted layer order on {main}", f"unpermuted (k = {LAYERS}) on {main}",
                               permuted, unpermuted, reads=((PERMUTED, main, "fig. 4"), (PRETRAINED, main, fig2)))))
 
     ks = [k_name(k) for k in budget.ks]
