@@ -16,10 +16,13 @@ from __future__ import annotations
 import argparse
 import math
 import platform
+import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from labcore.executor import LocalExecutor
 from labcore.recipes import RECIPES

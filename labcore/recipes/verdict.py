@@ -205,7 +205,7 @@ class Verdict:
         if self.word == NOT_MEASURED:
             return f"{self.a}: {self.n_a} finished, {self.b}: {self.n_b} finished; nothing to compare yet"
         diff = f"{self.a} - {self.b} = {self.difference:+.3f}"
-        parts = [self.claimed()]
+        parts = [self.claimed(), f"here {self.mean_a:.3f} vs {self.mean_b:.3f}"]
         if self.n:
             level = (1 - NOMINAL_ALPHA) if self.kind == DIFFERENCE else (1 - 2 * NOMINAL_ALPHA)
             parts.append(f"{diff}, {level:.1%} interval [{self.ci_low:+.3f}, {self.ci_high:+.3f}], "
