@@ -24,6 +24,7 @@ from labcore.protocols import PROTOCOLS
 from labcore.record import RunRecord
 from labcore.spec import RunSpec
 from labcore.store import ACTIVE, STOPPED
+from labcore.store.delete import Selection, delete, plan_delete
 from pages import common, state
 
 common.through_router()
@@ -79,6 +80,35 @@ def _withdrawn(key: str) -> str:
     if done.outcome == "cancelled":
         return "Cancelled: nobody else was waiting for it; it stops after its current step."
     return f"It had already ended ({done.record['status']})."
+
+
+def _may_delete() -> bool:
+    """Deleting is the teacher's in a class (a passcode is set); on a lab of one's own, anyone's."""
+    return state.teacher_passcode() is None or state.is_teacher()
+
+
+def _ask_delete(selection: Selection, action: str, key: str) -> None:
+    """The deletion's question: what goes, what depends on it (shown before anything is deleted)."""
+    try:
+        plan = plan_delete(store, selection)
+    except LabError as exc:
+        st.error(str(exc))
+        return
+    lines = plan.lines()
+    if plan.blocking:
+        st.error("Cannot delete yet: " + "; ".join(d.describe() for d in plan.blocking)
+                 + ". Cancel or delete those first.")
+        c = st.columns([1, 4])
+        c[0].button("Keep it", key=f"no-{action}-{key}", on_click=_never_mind)
+        return
+
+    def go() -> str:
+        done = delete(store, plan, who=state.TEACHER if state.is_teacher() else executor.who)
+        state.set_qp(run=None, group=None)
+        return f"Deleted {len(done.keys)} job(s) and their files ({done.bytes / 2**20:,.1f} MiB); their keys can run again."
+
+    _confirm("Delete for good? " + lines[0] + ("\n\n" + "\n\n".join(line.strip() for line in lines[1:])
+                                               if lines[1:] else ""), "Yes, delete", go, key=key, action=action)
 
 
 # --------------------------------------------------------------------------------------- teacher controls
@@ -182,6 +212,11 @@ if mode == modes[1] and groups:
     state.keep("runs.group", group)
     state.set_qp(group=group, run=None)
     keys = list(store.group(group)["keys"])
+    st.button("Delete this group…", key="delete-group", on_click=_ask, args=("delete-group", group),
+              disabled=not _may_delete(), help="Its jobs that no other group lists go, with their files; "
+                                               "what depends on them is shown first.")
+    if _pending("delete-group", group):
+        _ask_delete(Selection(group=group), "delete-group", group)
 else:
     if mode == modes[1]:
         st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
@@ -277,7 +312,7 @@ for key in keys:
         if record.get("error") or result.get("error"):
             st.error(record.get("error") or result["error"])
         st.caption(_ownership(record))
-        b = st.columns(5 if teacher else 4)
+        b = st.columns(6 if teacher else 5)
         b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE, on_click=_ask,
                     args=("withdraw", key), help="Withdraws your request: the run stops (after its current "
                                                  "step, keeping its curves) once nobody else waits for it.")
@@ -308,6 +343,13 @@ for key in keys:
         b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
                        query_params={"run": key},
                        disabled=status not in ("done", "diverged"))
+        b[5 if teacher else 4].button("Delete…", key=f"delete-{key}", on_click=_ask, args=("delete", key),
+                                      disabled=not _may_delete(),
+                                      help="The run's record, curves and files go (a running one is cancelled "
+                                           "first); what depends on it is shown first." if _may_delete() else
+                                           "Only the teacher deletes runs in a class.")
+        if _pending("delete", key):
+            _ask_delete(Selection(keys=(key,)), "delete", key)
         spec = RunSpec.from_dict(record["spec"])
         st.code(spec.cli(), language="bash", wrap_lines=True)
         with st.popover("Spec as JSON"):

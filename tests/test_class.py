@@ -111,6 +111,19 @@ def test_the_teacher_sees_the_controls_and_cancels_for_everyone(queued):
     assert "cancelled by the teacher" in texts(at)
 
 
+def test_deleting_a_run_is_the_teachers_in_a_class_and_asks_first(queued):
+    store, key = queued
+    student = runs_page(key, who="cat", passcode="owl")
+    assert button(student, "Delete…").disabled
+    at = runs_page(key, who="tess", passcode="owl", entered="owl")
+    at = button(at, "Delete…").click().run()
+    assert "Delete for good? delete 1 job(s)" in texts(at) and store.get(key) is not None
+    at = button(at, "Yes, delete").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert store.get(key) is None and key not in store.keys()
+    assert "Deleted 1 job(s)" in texts(at) or "No runs yet" in "\n".join(i.value for i in at.info)
+
+
 def test_workers_the_teacher_stopped_stay_stopped_until_started(tmp_path):
     from labcore.store import Store
 

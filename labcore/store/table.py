@@ -69,6 +69,28 @@ class JobTable:
         self.put(record)
         self.all.add(record["key"])
 
+    def drop(self, keys: Iterable[str]) -> None:
+        """Delete job records and every index and group entry naming them (hold the store's transaction);
+        a group left with no key goes too."""
+        keys = set(keys)
+        for key in keys:
+            self.cache.delete(f"job/{key}")
+        self.all.discard(keys)
+        self.running.discard(keys)
+        for name in self.groups():
+            group = self.cache.get(f"group/{name}")
+            if group is None or not keys.intersection(group["keys"]):
+                continue
+            kept = [k for k in group["keys"] if k not in keys]
+            if kept:
+                self.cache.set(f"group/{name}", dict(group, keys=kept))
+            else:
+                self.drop_group(name)
+
+    def drop_group(self, name: str) -> None:
+        self.cache.delete(f"group/{name}")
+        self.group_names.discard([name])
+
     def keys(self, kind: str | None = None) -> list[str]:
         keys = self.all.items()
         if kind is None:

@@ -1,0 +1,71 @@
+"""Keeping a lab running from the command line: ``store check|repair`` and ``delete``.
+
+``delete`` shows what would go (and what depends on it) and deletes only with ``--yes``, so a command typed
+by mistake loses nothing. Nothing here imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from labcore import paths
+from labcore.cli_args import add_store_argument
+from labcore.errors import LabError
+from labcore.store import open_store
+from labcore.store.delete import Selection, delete, plan_delete
+
+
+def add_commands(subparsers: argparse._SubParsersAction) -> None:
+    """Register ``store`` and ``delete`` on ``python -m labcore``'s subparsers."""
+    p = subparsers.add_parser("store", help="check the store's database, or repair (and if need be rebuild) it")
+    p.add_argument("action", choices=["check", "repair"])
+    add_store_argument(p)
+    p.set_defaults(func=cmd_store)
+
+    p = subparsers.add_parser("delete", help="delete runs, a group or a recipe's jobs (shows what goes; --yes deletes)")
+    p.add_argument("keys", nargs="*", help="job keys (their first characters are enough)")
+    p.add_argument("--group", default="", help="every job of this group that no other group lists")
+    p.add_argument("--recipe", default="", help="every job of this recipe's groups (any budget and seeds)")
+    p.add_argument("--yes", action="store_true", help="delete; without it the command only shows what would go")
+    add_store_argument(p)
+    p.set_defaults(func=cmd_delete)
+
+
+def _root(args: argparse.Namespace) -> Path:
+    return Path(args.store) if args.store else paths.cache_dir() / "store"
+
+
+def cmd_store(args: argparse.Namespace) -> int:
+    from labcore.store import repair
+    from labcore.store.errors import REPAIR_HINT
+
+    root = _root(args)
+    report = repair.check(root) if args.action == "check" else repair.repair(root)
+    for problem in report.problems:
+        print(f"problem: {problem}")
+    for action in report.actions:
+        print(f"done: {action}")
+    if args.action == "check":
+        print("the store is sound" if report.ok else f"run `{REPAIR_HINT}` to fix it")
+        return 0 if report.ok else 1
+    return 0 if repair.check(root).ok else 1
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    store = open_store(args.store)
+    plan = plan_delete(store, Selection(tuple(args.keys), args.group, args.recipe))
+    for line in plan.lines():
+        print(line)
+    if plan.blocking:
+        raise LabError("; ".join(d.describe() for d in plan.blocking) + " and would fail without it: cancel or "
+                       "delete those first (or include them), then ask again")
+    if not args.yes:
+        print("nothing was deleted: add --yes to delete this")
+        return 1
+    done = delete(store, plan)
+    print(f"deleted {len(done.keys)} job(s); their keys can run again")
+    return 0
+
+
+__all__ = ["add_commands"]
