@@ -1,4 +1,4 @@
-"""Keeping a lab running from the command line: ``store check|repair`` and ``delete``.
+"""Keeping a lab running from the command line: ``store check|repair|du`` and ``delete``.
 
 ``delete`` shows what would go (and what depends on it) and deletes only with ``--yes``, so a command typed
 by mistake loses nothing. Nothing here imports torch.
@@ -18,8 +18,10 @@ from labcore.store.delete import Selection, delete, plan_delete
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register ``store`` and ``delete`` on ``python -m labcore``'s subparsers."""
-    p = subparsers.add_parser("store", help="check the store's database, or repair (and if need be rebuild) it")
-    p.add_argument("action", choices=["check", "repair"])
+    p = subparsers.add_parser("store", help="check or repair the store's database; du: what the lab holds on disk")
+    p.add_argument("action", choices=["check", "repair", "du"])
+    p.add_argument("--drop-stale", action="store_true",
+                   help="du: also delete the resume checkpoints finished jobs still hold (never resumed again)")
     add_store_argument(p)
     p.set_defaults(func=cmd_store)
 
@@ -40,6 +42,8 @@ def cmd_store(args: argparse.Namespace) -> int:
     from labcore.store import repair
     from labcore.store.errors import REPAIR_HINT
 
+    if args.action == "du":
+        return _du(args)
     root = _root(args)
     report = repair.check(root) if args.action == "check" else repair.repair(root)
     for problem in report.problems:
@@ -50,6 +54,17 @@ def cmd_store(args: argparse.Namespace) -> int:
         print("the store is sound" if report.ok else f"run `{REPAIR_HINT}` to fix it")
         return 0 if report.ok else 1
     return 0 if repair.check(root).ok else 1
+
+
+def _du(args: argparse.Namespace) -> int:
+    from labcore.store.usage import disk_usage, drop_stale_checkpoints
+
+    store = open_store(args.store)
+    if args.drop_stale:
+        print(f"freed {drop_stale_checkpoints(store) / 2**20:,.1f} MiB of stale resume checkpoints")
+    for line in disk_usage(store).lines():
+        print(line)
+    return 0
 
 
 def cmd_delete(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from labcore.record import RunRecord
 from labcore.spec import RunSpec
 from labcore.store import ACTIVE, STOPPED
 from labcore.store.delete import Selection, delete, plan_delete
+from labcore.store.usage import COMMAND_LINE, disk_usage
 from pages import common, state
 
 common.through_router()
@@ -188,6 +189,23 @@ with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.
                                                                   "each worker has one)"),
         })
     run_list()
+
+
+if _may_delete():
+    with st.expander(":material/hard_drive: Disk: what the lab holds", expanded=False):
+        # Measured on request: it walks every job's folder (seconds for thousands of runs).
+        if st.button("Measure", key="disk.measure"):
+            st.session_state["runs.disk"] = disk_usage(store)
+        usage = st.session_state.get("runs.disk")
+        if usage is not None:
+            st.caption(usage.lines()[0])
+            c = st.columns(3)
+            for col, title, rows in zip(c, ("kind", "group", "requester"),
+                                        (usage.by_kind, usage.by_group, usage.by_requester)):
+                col.dataframe(pd.DataFrame([{title: state.who_label(r.name) if title == "requester" and
+                                             r.name != COMMAND_LINE else r.name, "jobs": r.jobs,
+                                             "MiB": round(r.bytes / 2**20, 1)} for r in rows]),
+                              hide_index=True)
 
 
 # ------------------------------------------------------------------------------------------- what to show

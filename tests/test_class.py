@@ -124,6 +124,19 @@ def test_deleting_a_run_is_the_teachers_in_a_class_and_asks_first(queued):
     assert "Deleted 1 job(s)" in texts(at) or "No runs yet" in "\n".join(i.value for i in at.info)
 
 
+def test_the_teacher_measures_what_the_lab_holds_on_the_runs_page(queued):
+    store, key = queued
+    def disk_panel(at: AppTest) -> bool:
+        return any("Disk: what the lab holds" in e.label for e in at.expander)
+
+    assert not disk_panel(runs_page(key, who="cat", passcode="owl"))  # a student does not see it
+    at = runs_page(key, who="tess", passcode="owl", entered="owl")
+    assert disk_panel(at)
+    at = button(at, "Measure").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "in 1 job folder(s); database" in texts(at)
+
+
 def test_workers_the_teacher_stopped_stay_stopped_until_started(tmp_path):
     from labcore.store import Store
 

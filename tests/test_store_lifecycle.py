@@ -131,3 +131,42 @@ def test_the_cli_shows_the_plan_and_deletes_only_with_yes(lab, capsys):
     assert store.get(k["source"]) is None
     assert cli_main(["delete", "--group", "nope", "--store", root]) == 2
     assert "no sweep named 'nope'" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------- disk
+def test_a_finished_job_drops_its_resume_checkpoint_and_a_stopped_one_keeps_it(store):
+    key = store.submit(new_job(run_spec(0))).key
+    claim = store.claim()
+    claim.workdir.mkdir(parents=True)
+    (claim.workdir / "resume.pt").write_bytes(b"c" * 1000)
+    store.finish(key, claim.attempt, "interrupted")
+    assert (store.workdir(key) / "resume.pt").is_file()  # it can still be resumed from there
+    store.resume(key)
+    claim = store.claim()
+    assert claim.resume
+    (claim.workdir / "best.safetensors").write_bytes(b"w" * 100)
+    store.finish(key, claim.attempt, "done", result={"key": key, "status": "done", "spec": claim.spec})
+    assert sorted(store.artifacts(key)) == ["best.safetensors", "record.json"]
+
+
+def test_du_shows_what_the_lab_holds_by_kind_group_and_requester(store, capsys):
+    from labcore.store.usage import disk_usage
+
+    ann = store.submit(new_job(run_spec(0)), group="sweep", who="ann").key
+    claim = store.claim()
+    claim.workdir.mkdir(parents=True)
+    (claim.workdir / "best.safetensors").write_bytes(b"w" * 3 * 2**20)
+    store.finish(ann, claim.attempt, "done", result={"key": ann, "status": "done", "spec": claim.spec})
+    finished(store, SimilaritySpec(models=(ModelRef(run=ann), ModelRef()), discipline="bits-xor", examples=16),
+             files={"result.json": b"x" * 2**20})
+    (store.workdir(ann) / "resume.pt").write_bytes(b"c" * 2**20)  # left by an older version of the lab
+    usage = disk_usage(store)
+    record_bytes = sum((store.workdir(k) / "record.json").stat().st_size for k in store.keys(kind=None))
+    assert usage.jobs == 2 and usage.total == 5 * 2**20 + record_bytes and usage.stale == 2**20
+    assert [(r.name, r.jobs) for r in usage.by_kind] == [("run", 1), ("similarity", 1)]
+    assert [(r.name, r.jobs) for r in usage.by_group] == [("sweep", 1)]
+    assert [(r.name, r.jobs) for r in usage.by_requester] == [("ann", 1), ("(command line)", 1)]
+    assert cli_main(["store", "du", "--drop-stale", "--store", str(store.root)]) == 0
+    shown = capsys.readouterr().out
+    assert "freed 1.0 MiB" in shown and "by requester:" in shown and "ann" in shown
+    assert not (store.workdir(ann) / "resume.pt").exists() and disk_usage(store).stale == 0

@@ -607,12 +607,16 @@ class Store:
 
     def _keep_record(self, record: dict[str, Any]) -> None:
         """A finished job's record beside its files too (what a rebuild reads); the database stays the
-        source of truth, so a failed copy (a full disk) is not an error of the job."""
+        source of truth, so a failed copy (a full disk) is not an error of the job. Its resume checkpoint
+        goes: a result is never resumed, and a run's ``resume.pt`` (weights and optimiser state) is about
+        three times its kept weights."""
         if record["status"] in FINISHED:
             try:
                 self.files.write_record(record)
             except OSError:
                 pass
+            if record.get("checkpoint"):
+                (self.workdir(record["key"]) / record["checkpoint"]).unlink(missing_ok=True)
 
     # --------------------------------------------------------------------------------------- fencing
     def _holds(self, key: str, attempt: int) -> bool:

@@ -22,6 +22,7 @@ from typing import Any, Iterable
 
 from labcore.errors import LabError
 from labcore.store.settings import ACTIVE
+from labcore.store.usage import folder_bytes
 
 RECIPE_GROUP = "recipe:{name}:"  # how a recipe's group names start (labcore.recipes.base.Plan.group)
 
@@ -82,10 +83,6 @@ class DeletePlan:
         return out
 
 
-def _folder_bytes(store: Any, key: str) -> int:
-    return sum(p.stat().st_size for p in store.files.files(key).values())
-
-
 def _recipe_groups(store: Any, recipe: str) -> list[str]:
     prefix = RECIPE_GROUP.format(name=recipe)
     found = [g for g in store.groups() if g.startswith(prefix)]
@@ -128,7 +125,7 @@ def plan_delete(store: Any, selection: Selection) -> DeletePlan:
         selection=selection, keys=tuple(order), groups=tuple(listed),
         kept=tuple(kept), dependents=tuple(dependents),
         running=tuple(k for k, r in records.items() if r and r["status"] == "running"),
-        bytes=sum(_folder_bytes(store, k) for k in order))
+        bytes=sum(folder_bytes(store.workdir(k)) for k in order))
 
 
 def delete(store: Any, plan: DeletePlan, *, who: str | None = None, wait_s: float | None = None) -> DeletePlan:
