@@ -24,7 +24,8 @@ from labcore.protocols import PROTOCOLS
 from labcore.record import RunRecord
 from labcore.spec import RunSpec
 from labcore.store import ACTIVE, STOPPED
-from labcore.store.delete import Selection, delete, plan_delete
+from labcore.store.delete import delete, plan_delete
+from labcore.store.selection import Selection
 from labcore.store.usage import COMMAND_LINE, disk_usage
 from pages import common, state
 

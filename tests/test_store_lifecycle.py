@@ -12,7 +12,8 @@ from labcore.errors import LabError
 from labcore.jobs import new_job
 from labcore.jobs.analyses import ModelRef, SimilaritySpec
 from labcore.spec import make_spec
-from labcore.store.delete import Selection, delete, delete_selected, plan_delete
+from labcore.store.delete import delete, delete_selected, plan_delete
+from labcore.store.selection import Selection
 
 RECIPE_GROUP = "recipe:kao:quick:seeds=0"
 

@@ -21,25 +21,9 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from labcore.errors import LabError
+from labcore.store.selection import Selection
 from labcore.store.settings import ACTIVE
 from labcore.store.usage import folder_bytes
-
-RECIPE_GROUP = "recipe:{name}:"  # how a recipe's group names start (labcore.recipes.base.Plan.group)
-
-
-@dataclass(frozen=True)
-class Selection:
-    """What a person asked to delete: keys (or their first characters), a group, a recipe's groups."""
-
-    keys: tuple[str, ...] = ()
-    group: str = ""
-    recipe: str = ""
-
-    def describe(self) -> str:
-        parts = [f"{len(self.keys)} job(s) by key"] if self.keys else []
-        parts += [f"group {self.group!r}"] if self.group else []
-        parts += [f"recipe {self.recipe!r}"] if self.recipe else []
-        return ", ".join(parts) or "nothing"
 
 
 @dataclass(frozen=True)
@@ -83,24 +67,12 @@ class DeletePlan:
         return out
 
 
-def _recipe_groups(store: Any, recipe: str) -> list[str]:
-    prefix = RECIPE_GROUP.format(name=recipe)
-    found = [g for g in store.groups() if g.startswith(prefix)]
-    if not found:
-        recipes = sorted({g.split(":")[1] for g in store.groups() if g.startswith("recipe:")})
-        raise LabError(f"no jobs of recipe {recipe!r} in the store; recipes with jobs here: "
-                       f"{', '.join(recipes) or '(none)'}")
-    return found
-
-
 def plan_delete(store: Any, selection: Selection) -> DeletePlan:
     """What deleting ``selection`` would do; reads only. Unknown keys, groups and recipes are refused by name."""
-    keys = [store.resolve_key(k) for k in selection.keys]
-    groups = ([selection.group] if selection.group else []) + (
-        _recipe_groups(store, selection.recipe) if selection.recipe else [])
-    if not keys and not groups:
+    if selection.empty:
         raise LabError("nothing to delete: name job keys, --group NAME or --recipe NAME")
-    listed = {name: store.group(name)["keys"] for name in groups}  # store.group names the valid ones
+    keys = selection.keys_in(store)
+    listed = {name: store.group(name)["keys"] for name in selection.groups_in(store)}
     others = {name: set(store.group(name)["keys"]) for name in store.groups() if name not in listed}
     kept: list[tuple[str, str]] = []
     for name, members in listed.items():
