@@ -135,12 +135,33 @@ def teacher_sign_in() -> None:
                 st.session_state.pop("teacher.code", None)
                 st.rerun()
             return
-        code = st.text_input("Teacher passcode", type="password", key="teacher.code")
-        if code:
-            st.session_state["_teacher_code"] = code
-            if state.is_teacher():
-                st.rerun()
-            st.error("That is not the passcode.")
+        st.text_input("Teacher passcode", type="password", key="teacher.code", on_change=_try_passcode)
+        message = st.session_state.get("teacher.message")
+        if message:
+            st.error(message)
+
+
+def _try_passcode() -> None:
+    """One try of the passcode (counted once, when the field changes): wrong tries in a row pause the sign-in
+    for this session and address (the teacher's passcode_attempts and passcode_pause_s)."""
+    code = st.session_state.get("teacher.code") or ""
+    st.session_state.pop("teacher.message", None)
+    if not code:
+        return
+    guard, who = state.passcode_guard(), state.sign_in_ids()
+    wait = guard.wait_s(*who)
+    if not wait:
+        st.session_state["_teacher_code"] = code
+        if state.is_teacher():
+            guard.succeeded(*who)
+            return
+        st.session_state.pop("_teacher_code", None)
+        wait = guard.failed(*who)
+        if not wait:
+            st.session_state["teacher.message"] = "That is not the passcode."
+            return
+    st.session_state["teacher.message"] = (f"Too many wrong passcodes: the sign-in is paused for {wait:.0f} s "
+                                           f"(the teacher's passcode_attempts and passcode_pause_s).")
 
 
 def status_label(record: dict[str, Any]) -> str:

@@ -92,6 +92,8 @@ class Claim:
     kind: str = "run"
     requires: tuple[str, ...] = field(default_factory=tuple)
     resources: dict[str, float] = field(default_factory=dict)
+    deadline: float = 0.0  # time.time() after which the attempt must stop (its requester's limit); 0: none
+    deadline_note: str = ""  # who stops it then, as its record will say (``cancelled_by``)
 
 
 @dataclass(frozen=True)
@@ -550,10 +552,25 @@ class Store:
                 resume = bool(record.get("resume")) and bool(checkpoint) and (workdir / checkpoint).exists()
                 self.streams.append(key, [{"type": "attempt", "attempt": attempt, "resume": resume,
                                            "pid": pid, "host": HOST, "t": now}])
+                limit = self._limit_of(record.get("started_by"))
                 return Claim(key=key, attempt=attempt, spec=record["spec"], resume=resume, workdir=workdir,
                              kind=record.get("kind", "run"), requires=tuple(record.get("requires") or ()),
-                             resources=dict(record.get("resources") or {}))
+                             resources=dict(record.get("resources") or {}),
+                             deadline=now + limit["max_job_s"] if limit else 0.0,
+                             deadline_note=limit["note"] if limit else "")
         return None
+
+    def limit_requester(self, who: str, *, max_job_s: float, note: str) -> None:
+        """Stop the jobs ``who`` starts after ``max_job_s`` of an attempt (a student's jobs under the teacher's
+        max job time); ``note`` is recorded as who cancelled such a job. 0 lifts the limit."""
+        entry = f"limits/{requester_id(who)}"
+        if max_job_s > 0:
+            self.cache.set(entry, {"max_job_s": float(max_job_s), "note": note})
+        else:
+            self.cache.delete(entry)
+
+    def _limit_of(self, who: str | None) -> dict[str, Any] | None:
+        return self.cache.get(f"limits/{requester_id(who)}") if who else None
 
     def heartbeat(self, key: str, attempt: int, *, pid: int | None = None, step: int = 0,
                   total_steps: int = 0, loss: float | None = None) -> bool:
