@@ -36,6 +36,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("keys", nargs="*", help="job keys (their first characters are enough)")
     p.add_argument("--group", default="", help="every job of this group that no other group lists")
     p.add_argument("--recipe", default="", help="every job of this recipe's groups (any budget and seeds)")
+    p.add_argument("--all", action="store_true", help="every job of the lab (reset a class: export it first)")
     p.add_argument("--yes", action="store_true", help="delete; without it the command only shows what would go")
     add_store_argument(p)
     p.set_defaults(func=cmd_delete)
@@ -102,7 +103,7 @@ def _archive(args: argparse.Namespace) -> int:
 
 def cmd_delete(args: argparse.Namespace) -> int:
     store = open_store(args.store)
-    plan = plan_delete(store, Selection(tuple(args.keys), args.group, args.recipe))
+    plan = plan_delete(store, Selection(tuple(args.keys), args.group, args.recipe, everything=args.all))
     for line in plan.lines():
         print(line)
     if plan.blocking:

@@ -171,3 +171,11 @@ def test_du_shows_what_the_lab_holds_by_kind_group_and_requester(store, capsys):
     shown = capsys.readouterr().out
     assert "freed 1.0 MiB" in shown and "by requester:" in shown and "ann" in shown
     assert not (store.workdir(ann) / "resume.pt").exists() and disk_usage(store).stale == 0
+
+
+def test_resetting_a_class_clears_every_job_and_group(lab, capsys):
+    store, k = lab
+    assert cli_main(["delete", "--all", "--store", str(store.root)]) == 1  # shown, not done
+    assert "delete 4 job(s)" in capsys.readouterr().out and len(store.keys(kind=None)) == 4
+    assert cli_main(["delete", "--all", "--yes", "--store", str(store.root)]) == 0
+    assert store.keys(kind=None) == [] and store.groups() == [] and not any(store.runs_dir.iterdir())

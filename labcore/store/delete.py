@@ -70,7 +70,7 @@ class DeletePlan:
 def plan_delete(store: Any, selection: Selection) -> DeletePlan:
     """What deleting ``selection`` would do; reads only. Unknown keys, groups and recipes are refused by name."""
     if selection.empty:
-        raise LabError("nothing to delete: name job keys, --group NAME or --recipe NAME")
+        raise LabError("nothing to delete: name job keys, --group NAME, --recipe NAME or --all")
     keys = selection.keys_in(store)
     listed = {name: store.group(name)["keys"] for name in selection.groups_in(store)}
     others = {name: set(store.group(name)["keys"]) for name in store.groups() if name not in listed}

@@ -16,17 +16,22 @@ class Selection:
     keys: tuple[str, ...] = ()
     group: str = ""
     recipe: str = ""
+    everything: bool = False  # every job and group of the lab (resetting a class)
 
     @property
     def empty(self) -> bool:
-        return not (self.keys or self.group or self.recipe)
+        return not (self.keys or self.group or self.recipe or self.everything)
 
     def keys_in(self, store: Any) -> list[str]:
         """The named keys in full (an unknown or ambiguous prefix is refused by name)."""
+        if self.everything:
+            return store.table.keys()
         return [store.resolve_key(k) for k in self.keys]
 
     def groups_in(self, store: Any) -> list[str]:
         """The named group and the recipe's groups (an unknown name is refused, listing the valid ones)."""
+        if self.everything:
+            return store.groups()
         found = [store.group(self.group)["name"]] if self.group else []
         if self.recipe:
             prefix = RECIPE_GROUP.format(name=self.recipe)
