@@ -176,13 +176,16 @@ CURRENT_RUN = "run.current"  # the run last picked on any page: where a page ope
 
 
 def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
-             where=None, arrive_at: str = "current") -> dict[str, Any] | None:
+             where=None, arrive_at: str = "current", runs: Sequence[dict[str, Any]] | None = None
+             ) -> dict[str, Any] | None:
     """A select box of runs (newest first), synchronised with the ``run`` query parameter.
 
     Opened without a run in the address (from the menu), it starts at ``arrive_at``: ``"current"``, the
     run last looked at on any page; ``"running"``, a run that is training now (the Runs page). Either
-    only where there is one among its runs; otherwise the page's own last choice, else the newest."""
-    records = [r for r in store.runs() if statuses is None or r["status"] in statuses]
+    only where there is one among its runs; otherwise the page's own last choice, else the newest.
+    ``runs``: the store's runs in submission order where the page has read them already (10,000 records
+    take about half a second to read)."""
+    records = [r for r in (store.runs() if runs is None else runs) if statuses is None or r["status"] in statuses]
     if where is not None:
         records = [r for r in records if where(r)]
     records = records[::-1]

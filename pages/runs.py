@@ -33,7 +33,8 @@ common.through_router()
 
 st.title(":material/list_alt: Runs")
 store = state.get_store()
-records = store.runs()[::-1]
+runs = store.runs()  # read once for the list, the count and the run picker
+records = runs[::-1]
 if not records:
     st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
             "here while it is queued, running and after it ends.")
@@ -43,6 +44,8 @@ if not records:
 
 executor = state.get_executor()
 CONFIRM = "runs.confirm"  # the destructive action waiting for a yes: (action, key)
+LIST_LIMIT = 200  # newest runs the list shows
+PAGE_SIZE = 25  # runs of a group shown live and in detail at once: a 10,000-run sweep is read a page at a time
 
 
 def _ask(action: str, key: str = "") -> None:
@@ -180,9 +183,12 @@ def _table(rows) -> pd.DataFrame:
 
 
 with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.qp("run") or state.qp("group"))):
+    first_read = [records]  # the page's own reading serves the list's first drawing; its refreshes read again
+
     @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
     def run_list() -> None:
-        st.dataframe(_table(store.runs()[::-1][:200]), hide_index=True, column_config={
+        newest = first_read.pop() if first_read else store.runs()[::-1]
+        st.dataframe(_table(newest[:LIST_LIMIT]), hide_index=True, column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "test": st.column_config.NumberColumn("test metric", format="%.3f"),
             "node": st.column_config.TextColumn("ran on", help="The machine (a Ray node, or this one) that ran it"),
@@ -222,6 +228,7 @@ elif external_run and not state.qp("group"):
 mode = st.radio("Show", modes, key=mode_widget, horizontal=True)
 state.keep("runs.mode", mode)
 
+group = None
 if mode == modes[1] and groups:
     order = groups[::-1]
     widget = state.remember("runs.group", order[0], order)
@@ -239,12 +246,20 @@ if mode == modes[1] and groups:
 else:
     if mode == modes[1]:
         st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
-    chosen = common.pick_run(store, key="runs.run", arrive_at="running")
+    chosen = common.pick_run(store, key="runs.run", arrive_at="running", runs=runs)
     state.set_qp(group=None)
     keys = [chosen["key"]] if chosen else []
 
 if not keys:
     st.stop()
+group_keys = keys
+if len(keys) > PAGE_SIZE:
+    pages = -(-len(keys) // PAGE_SIZE)
+    page = int(st.number_input(f"Page of the group ({pages:,} pages of {PAGE_SIZE} runs)", min_value=1,
+                               max_value=pages, value=1, step=1, key=f"runs.page.{group}"))
+    keys = keys[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+    st.caption(f"Runs {(page - 1) * PAGE_SIZE + 1:,}-{(page - 1) * PAGE_SIZE + len(keys):,} of {len(group_keys):,}: "
+               f"the curves and details below are this page's; Compare shows the whole group.")
 
 # --------------------------------------------------------------------------------------------- live view
 st.session_state.setdefault("keep.runs.smoothing", 0.6)
@@ -272,7 +287,7 @@ common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs
                  title=f"Train loss (solid) and validation metric (dashed){colours}")
 cols = st.columns(3)
 cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
-                  query_params={"runs": ",".join(keys)})
+                  query_params={"groups": group} if group else {"runs": ",".join(keys)})
 
 # ----------------------------------------------------------------------------------------------- details
 def _act(label: str, key: str, action) -> None:

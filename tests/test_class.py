@@ -307,3 +307,22 @@ def test_five_wrong_passcodes_pause_the_sign_in_even_for_the_right_one(monkeypat
     assert "sign-in is paused for 300 s" in texts(at)
     at = [t for t in at.text_input if t.label == "Teacher passcode"][0].input("owl").run()
     assert "sign-in is paused" in texts(at) and "Sign out" not in [b.label for b in at.button]
+
+
+def test_a_large_group_is_shown_a_page_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    store = open_store()
+    store.hold_workers("test")
+    specs = [make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=i) for i in range(60)]
+    keys = [s.key for s in LocalExecutor(store, autostart=False).submit_group("sweep-60", specs)]
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["group"] = "sweep-60"
+    at.run()
+    at = at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "Runs 1-25 of 60" in texts(at)
+    assert [b.label for b in at.button].count("Cancel") == 25  # one per run of the page
+    at = at.number_input[0].set_value(3).run()
+    assert "Runs 51-60 of 60" in texts(at) and [b.label for b in at.button].count("Cancel") == 10
+    shown = "\n".join(str(e.label) for e in at.expander)
+    assert store.get(keys[59])["label"] in shown and store.get(keys[0])["label"] not in shown
