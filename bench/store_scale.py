@@ -16,7 +16,7 @@ temporary folder gets N tiny training specs (bits-xor, distinct seeds) submitted
 With ``--pages`` it also prints the server's render time (Streamlit's ``AppTest``, no browser) of the Runs
 page showing the group, the Runs page with one run, and the Compare page on the group (target: under 1 s at
 10,000 jobs); the claimed jobs then carry 30 step events each, so curves have something to draw. The first
-page a process renders imports scipy and the figures: one untimed render warms them up first.
+page a process renders imports scipy and the figures: one untimed render of each view warms it up first.
 
 No worker runs and nothing trains: this measures the store alone. Figures depend on the disk and on what
 else the machine does; name the CPU (``lscpu``) and whether other work ran when you report them.
@@ -99,10 +99,12 @@ def measure(n: int, claims: int, pages: bool) -> dict[str, float]:
             figures = {"n": n, "key_s": key_s, "submit_s": submit_s, "rate": n / submit_s,
                        "claim_p95_ms": _p95(latencies) * 1000, "status_s": status_s, "kib_per_job": size / n / 1024}
             if pages:
-                render_s("pages/runs.py", {"group": f"scale-{n}"})  # warm-up: imports, shared caches
-                figures["runs_group_s"] = render_s("pages/runs.py", {"group": f"scale-{n}"})
-                figures["runs_one_s"] = render_s("pages/runs.py", {"run": store.keys()[0]})
-                figures["compare_s"] = render_s("pages/compare.py", {"groups": f"scale-{n}"})
+                views = {"runs_group_s": ("pages/runs.py", {"group": f"scale-{n}"}),
+                         "runs_one_s": ("pages/runs.py", {"run": store.keys()[0]}),
+                         "compare_s": ("pages/compare.py", {"groups": f"scale-{n}"})}
+                for name, (page, query) in views.items():
+                    render_s(page, query)  # untimed: the process's first imports (scipy) and shared caches
+                    figures[name] = render_s(page, query)
         finally:
             store.close()
     return figures

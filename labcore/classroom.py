@@ -10,6 +10,7 @@ The teacher writes them in ``.streamlit/secrets.toml`` beside the passcode::
     student_hub_models = false           # hub:ID downloads whatever a student names
     max_job_minutes = 30                 # a student's job is stopped after this long (0: no limit)
     max_queued_per_student = 5           # jobs one student may have waiting (0: the server's own cap)
+    max_disk_mb_per_student = 2000       # what a student's jobs may hold on disk before new ones are refused
     passcode_attempts = 5                # wrong passcodes before the sign-in pauses
     passcode_pause_s = 300
 
@@ -44,6 +45,7 @@ class ClassroomLimits:
     student_hub_models: bool = False
     max_job_minutes: float = 30.0
     max_queued_per_student: int = 5
+    max_disk_mb_per_student: float = 2000.0
     passcode_attempts: int = 5
     passcode_pause_s: float = 300.0
 
@@ -107,6 +109,14 @@ class ClassroomLimits:
             raise StudentLimit(f"a student may have {cap} job(s) waiting at a time and you have {waiting}; this "
                                f"asks for {adding} more (the teacher's setting max_queued_per_student, {WHERE}); "
                                f"wait until some start, or cancel one on the Runs page")
+
+    def check_disk(self, held_bytes: int) -> None:
+        """Refuse new jobs to a student whose jobs already hold the disk quota."""
+        quota = self.max_disk_mb_per_student
+        if quota and held_bytes >= quota * 2**20:
+            raise StudentLimit(f"your jobs hold {held_bytes / 2**20:,.0f} MB on the server, the most a student may "
+                               f"(the teacher's setting max_disk_mb_per_student = {quota:g}, {WHERE}); ask the "
+                               f"teacher to archive and clear some of your runs")
 
     @property
     def max_job_s(self) -> float:

@@ -82,6 +82,10 @@ class AskingExecutor:
         store = self.executor.store
         adding = sum(1 for spec in specs if (store.get(jobs.key_of(spec)) or {}).get("status") not in FINISHED)
         self.limits.check_queue(len(store.waiting_for(self.who)), adding)
+        if adding and self.limits.max_disk_mb_per_student:
+            from labcore.store.usage import requester_bytes
+
+            self.limits.check_disk(requester_bytes(store, self.who))
         store.limit_requester(self.who, max_job_s=self.limits.max_job_s, note=self.limits.time_limit_note())
 
     def resume(self, key: str):

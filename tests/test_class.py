@@ -326,3 +326,25 @@ def test_a_large_group_is_shown_a_page_at_a_time(tmp_path, monkeypatch):
     assert "Runs 51-60 of 60" in texts(at) and [b.label for b in at.button].count("Cancel") == 10
     shown = "\n".join(str(e.label) for e in at.expander)
     assert store.get(keys[59])["label"] in shown and store.get(keys[0])["label"] not in shown
+
+
+def test_a_student_over_the_disk_quota_is_refused_new_jobs(tmp_path):
+    from labcore.classroom import ClassroomLimits, StudentLimit
+    from labcore.store import Store
+    from pages.state import AskingExecutor
+
+    store = Store(tmp_path / "store")
+    try:
+        store.hold_workers("test")
+        student = AskingExecutor(LocalExecutor(store, autostart=False), "ann",
+                                 ClassroomLimits.from_settings({"max_disk_mb_per_student": 1}))
+        key = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
+        claim = store.claim()
+        claim.workdir.mkdir(parents=True)
+        (claim.workdir / "best.safetensors").write_bytes(b"w" * 2**20)
+        store.finish(key, claim.attempt, "done", result={"key": key, "status": "done", "spec": claim.spec})
+        with pytest.raises(StudentLimit, match="your jobs hold 1 MB.*max_disk_mb_per_student = 1"):
+            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=1))
+        assert student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).outcome == "cached"
+    finally:
+        store.close()

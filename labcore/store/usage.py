@@ -107,3 +107,8 @@ def drop_stale_checkpoints(store: Any) -> int:
             freed += checkpoint.stat().st_size
             checkpoint.unlink(missing_ok=True)
     return freed
+
+
+def requester_bytes(store: Any, who: str) -> int:
+    """What the folders of the jobs ``who`` started hold (a student's disk quota)."""
+    return sum(folder_bytes(store.workdir(r["key"])) for r in store.jobs() if r.get("started_by") == who)
