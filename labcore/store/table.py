@@ -65,10 +65,6 @@ class JobTable:
     def put(self, record: dict[str, Any]) -> None:
         self.cache.set(f"job/{record['key']}", record)
 
-    def add(self, record: dict[str, Any]) -> None:
-        self.put(record)
-        self.all.add(record["key"])
-
     def drop(self, keys: Iterable[str]) -> None:
         """Delete job records and every index and group entry naming them (hold the store's transaction);
         a group left with no key goes too."""
