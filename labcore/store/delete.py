@@ -74,17 +74,17 @@ def plan_delete(store: Any, selection: Selection) -> DeletePlan:
     keys = selection.keys_in(store)
     listed = {name: store.group(name)["keys"] for name in selection.groups_in(store)}
     others = {name: set(store.group(name)["keys"]) for name in store.groups() if name not in listed}
-    kept: list[tuple[str, str]] = []
-    for name, members in listed.items():
+    going = set(keys)  # sets throughout: a group of 10,000 jobs is deleted as easily as one
+    kept: dict[str, str] = {}  # key -> the other group that keeps it
+    for members in listed.values():
         for key in members:
-            also = next((g for g, ks in others.items() if key in ks), None)
-            if key in keys:
+            if key in going or key in kept:
                 continue
+            also = next((g for g, ks in others.items() if key in ks), None)
             if also is None:
-                keys.append(key)
-            elif (key, also) not in kept:
-                kept.append((key, also))
-    going = set(keys)
+                going.add(key)
+            else:
+                kept[key] = also
     order = [k for k in store.table.keys() if k in going]  # submission order, each once
     records = {k: store.get(k) for k in order}
     dependents = [Dependent(r["key"], r.get("kind", "run"), r.get("label", ""), r["status"], need)
@@ -95,7 +95,7 @@ def plan_delete(store: Any, selection: Selection) -> DeletePlan:
                    for key in order if key in ks]
     return DeletePlan(
         selection=selection, keys=tuple(order), groups=tuple(listed),
-        kept=tuple(kept), dependents=tuple(dependents),
+        kept=tuple(kept.items()), dependents=tuple(dependents),
         running=tuple(k for k, r in records.items() if r and r["status"] == "running"),
         bytes=sum(folder_bytes(store.workdir(k)) for k in order))
 
