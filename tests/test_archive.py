@@ -136,3 +136,29 @@ def test_an_archive_lists_every_member_with_its_sha256(lab, tmp_path):
     assert sorted(names) == sorted(manifest["members"])
     assert all(len(m["sha256"]) == 64 for m in manifest["members"].values())
     assert f"jobs/{keys[0]}/files/best.safetensors" not in names
+
+
+@pytest.mark.slow
+def test_a_finished_recipe_reads_the_same_after_a_round_trip(tmp_path_factory, tmp_path, monkeypatch, fetched_assets):
+    """A real tiny recipe (minutes on two cores): its report and its runs' Compare table survive export and
+    import into an empty lab."""
+    from recipe_store import finished_recipe
+
+    from labcore.recipes import RECIPES
+    from labcore.recipes.drive import results_of
+    from labcore.recipes.report import to_text
+
+    finished = finished_recipe("kao", tmp_path_factory)
+    recipe, plan = RECIPES["kao"], finished.plan
+    archive = tmp_path / "kao.tar.gz"
+    done = export(finished.store, archive, Selection(recipe="kao"))
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "empty-cache"))
+    target = Store(tmp_path / "empty-cache" / "store")
+    try:
+        assert import_archive(target, archive).keys == done.keys
+        runs = [k for k in done.keys if finished.store.get(k)["kind"] == "run"]
+        pd.testing.assert_frame_equal(table(target, runs), table(finished.store, runs))
+        before = to_text(recipe.report(plan, results_of(plan, finished.store)))
+        assert to_text(recipe.report(plan, results_of(plan, target))) == before
+    finally:
+        target.close()
