@@ -183,8 +183,9 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     Opened without a run in the address (from the menu), it starts at ``arrive_at``: ``"current"``, the
     run last looked at on any page; ``"running"``, a run that is training now (the Runs page). Either
     only where there is one among its runs; otherwise the page's own last choice, else the newest.
-    ``runs``: the store's runs in submission order where the page has read them already (10,000 records
-    take about half a second to read)."""
+    ``runs``: the runs to offer, in submission order, where the page has read them already (the Runs page
+    reads only the newest: 10,000 records take over half a second); a run named in the address is offered
+    too."""
     records = [r for r in (store.runs() if runs is None else runs) if statuses is None or r["status"] in statuses]
     if where is not None:
         records = [r for r in records if where(r)]
@@ -199,6 +200,11 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
             wanted = store.resolve_key(wanted)
         except LabError:
             wanted = None
+        found = store.get(wanted) if wanted and wanted not in by_key and runs is not None else None
+        if found and found.get("kind", "run") == "run" and (statuses is None or found["status"] in statuses) and (
+                where is None or where(found)):  # older than the newest ``runs`` the page read: offered too
+            keys.append(wanted)
+            by_key[wanted] = found
     if f"w:{key}" not in st.session_state and wanted not in by_key:  # arriving from the menu
         arrival = (next((k for k in keys if by_key[k]["status"] == "running"), None) if arrive_at == "running"
                    else state.remembered(CURRENT_RUN))

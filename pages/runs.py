@@ -31,9 +31,14 @@ from pages import common, state
 
 common.through_router()
 
+LIST_LIMIT = 200  # newest runs the list shows
+PICK_LIMIT = 1000  # newest runs the page reads and offers to pick (a run named in the address is offered too)
+PAGE_SIZE = 25  # runs of a group shown live and in detail at once: a 10,000-run sweep is read a page at a time
+
 st.title(":material/list_alt: Runs")
 store = state.get_store()
-runs = store.runs()  # read once for the list, the count and the run picker
+# The newest runs only, read once for the list and the run picker: a page of a 10,000-run lab reads no more.
+runs = store.runs(newest=PICK_LIMIT)
 records = runs[::-1]
 if not records:
     st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
@@ -44,8 +49,6 @@ if not records:
 
 executor = state.get_executor()
 CONFIRM = "runs.confirm"  # the destructive action waiting for a yes: (action, key)
-LIST_LIMIT = 200  # newest runs the list shows
-PAGE_SIZE = 25  # runs of a group shown live and in detail at once: a 10,000-run sweep is read a page at a time
 
 
 def _ask(action: str, key: str = "") -> None:
@@ -182,12 +185,13 @@ def _table(rows) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.qp("run") or state.qp("group"))):
+with st.expander(f"Queue and recent runs ({'newest ' if len(records) == PICK_LIMIT else ''}{len(records):,})",
+                 expanded=not (state.qp("run") or state.qp("group"))):
     first_read = [records]  # the page's own reading serves the list's first drawing; its refreshes read again
 
     @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
     def run_list() -> None:
-        newest = first_read.pop() if first_read else store.runs()[::-1]
+        newest = first_read.pop() if first_read else store.runs(newest=LIST_LIMIT)[::-1]
         st.dataframe(_table(newest[:LIST_LIMIT]), hide_index=True, column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "test": st.column_config.NumberColumn("test metric", format="%.3f"),

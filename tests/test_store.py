@@ -273,6 +273,9 @@ def test_a_group_is_submitted_whole_in_order_or_not_at_all(store):
     with pytest.raises(LabError, match="needs job f{64}"):
         store.submit_group("mixed", [new_job(spec(500)), new_job(body)])
     assert "mixed" not in store.groups() and len(store.keys()) == 302
+    newest = store.runs(newest=3)  # a page's read of a large lab: the last three, in submission order
+    assert [r["key"] for r in newest] == store.keys()[-3:]
+    assert [r["key"] for r in store.runs(newest=2, status="queued", group="big")] == store.group("big")["keys"][-2:]
 
 
 def test_in_process_results_are_served_like_worker_results(store):

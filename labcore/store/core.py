@@ -439,17 +439,24 @@ class Store:
         """Keys in submission order, of one kind (default: training runs; None: every kind)."""
         return self.table.keys(kind)
 
-    def jobs(self, *, kind: str | None = None, status: str | None = None,
-             group: str | None = None) -> list[dict[str, Any]]:
-        """Records in submission order, optionally of one kind, one status or one group."""
+    def jobs(self, *, kind: str | None = None, status: str | None = None, group: str | None = None,
+             newest: int = 0) -> list[dict[str, Any]]:
+        """Records in submission order, optionally of one kind, one status or one group; with ``newest`` only
+        the last that many of them, read newest first and no further (a page of a 10,000-job lab)."""
         keys = self.group(group)["keys"] if group else self.table.keys()
-        records = [r for r in (self.get(k) for k in keys) if r is not None]
-        return [r for r in records if (kind is None or r.get("kind", "run") == kind)
-                and (status is None or r["status"] == status)]
+        found: list[dict[str, Any]] = []
+        for key in reversed(keys) if newest else keys:
+            record = self.get(key)
+            if record is not None and (kind is None or record.get("kind", "run") == kind) and (
+                    status is None or record["status"] == status):
+                found.append(record)
+                if len(found) == newest:
+                    break
+        return found[::-1] if newest else found
 
-    def runs(self, *, status: str | None = None, group: str | None = None) -> list[dict[str, Any]]:
+    def runs(self, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[dict[str, Any]]:
         """Training runs in submission order (what the Runs and Compare pages list)."""
-        return self.jobs(kind="run", status=status, group=group)
+        return self.jobs(kind="run", status=status, group=group, newest=newest)
 
     def heartbeat_of(self, key: str) -> dict[str, Any] | None:
         return self.cache.get(f"hb/{key}")
