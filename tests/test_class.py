@@ -348,3 +348,30 @@ def test_a_student_over_the_disk_quota_is_refused_new_jobs(tmp_path):
         assert student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).outcome == "cached"
     finally:
         store.close()
+
+
+def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(tmp_path, monkeypatch):
+    from labcore.store import Store
+    from pages import state
+
+    store = Store(tmp_path / "store")
+    clock, reads = [100.0], []
+    real_runs = store.runs
+
+    def slow_runs(**options):  # a large store: every reading of all records takes half a second
+        reads.append(clock[0])
+        clock[0] += 0.5
+        return real_runs(**options)
+
+    monkeypatch.setattr(state.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(store, "runs", slow_runs)
+    monkeypatch.setattr(state, "_SUMMARIES", {})
+    try:
+        state.worker_summary(store)
+        clock[0] = 104.0  # within ten times the reading's cost: served as read
+        state.worker_summary(store)
+        clock[0] = 106.0
+        state.worker_summary(store)
+        assert reads == [100.0, 106.0]
+    finally:
+        store.close()
