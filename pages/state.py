@@ -189,15 +189,18 @@ def is_teacher() -> bool:
     return bool(code) and hmac.compare_digest(str(entered).encode(), code.encode())
 
 
-def result_of(store: Store, key: str) -> RunRecord | None:
+def result_of(store: Store, key: str, record: dict[str, Any] | None = None) -> RunRecord | None:
+    """``key``'s result, from ``record`` where the page read it already."""
     try:
-        return store.get_result(key)
+        return store.get_result(key) if record is None else Store.result_in(record)
     except Exception:  # a half-written or foreign record must not break a page
         return None
 
 
-def results(store: Store, keys: Iterable[str]) -> list[RunRecord]:
-    return [r for r in (result_of(store, k) for k in keys) if r is not None]
+def results(store: Store, keys: Iterable[str], read: dict[str, dict[str, Any]] | None = None) -> list[RunRecord]:
+    """The results of ``keys`` that have one; ``read``: records by key the page read already."""
+    read = read or {}
+    return [r for r in (result_of(store, k, read.get(k)) for k in keys) if r is not None]
 
 
 _SUMMARIES: dict[str, tuple[float, dict[str, Any]]] = {}

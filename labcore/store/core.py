@@ -706,9 +706,13 @@ class Store:
     # ------------------------------------------------------------------------- results in-process
     def get_result(self, key: str) -> "RunRecord | None":
         """The engine's result record of a run that has one (any final status), else None."""
+        return self.result_in(self.table.get(key))
+
+    @staticmethod
+    def result_in(record: dict[str, Any] | None) -> "RunRecord | None":
+        """The result of a job record already read (a page that listed the runs reads none twice)."""
         from labcore.record import RunRecord
 
-        record = self.table.get(key)
         if record is None or not record.get("result") or record["status"] in ACTIVE:
             return None
         return RunRecord.from_dict(record["result"])
