@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from labcore import cli_analyze, cli_recipe, cli_tune, cli_worker
+from labcore import cli_analyze, cli_recipe, cli_store, cli_tune, cli_worker
 from labcore.cli_args import key_values, add_spec_arguments, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
 from labcore.events import describe
@@ -271,6 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_recipe.add_arguments(sub)
     cli_worker.add_commands(sub)
+    cli_store.add_commands(sub)
     return parser
 
 

@@ -13,6 +13,11 @@ from typing import Any, Sequence
 from labcore.errors import LabError
 from labcore.spec import COUNT_LIMIT, COUNTS, TABLE_FORM, RunSpec, make_spec
 
+def add_store_argument(parser: argparse.ArgumentParser) -> None:
+    """``--store DIR``: every command that reads or writes the store takes one (scripts and tests use their own)."""
+    parser.add_argument("--store", default=None, help="store folder (default: <TRANSFERLAB_CACHE>/store)")
+
+
 _SPEC_FIELDS = [f for f in dataclasses.fields(RunSpec)
                 if f.name not in ("discipline_params", "protocol_params", "mapping_table")]
 

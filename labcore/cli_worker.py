@@ -1,5 +1,5 @@
-"""Queue commands of ``python -m labcore``: worker, submit, status, cancel, resume, tail, store (and sweep
---queue).
+"""Queue commands of ``python -m labcore``: worker, submit, status, cancel, resume, tail (and sweep --queue);
+the store's upkeep (check, repair, delete, du, export, import) is :mod:`labcore.cli_store`.
 
 ``labcore.cli`` registers them with :func:`add_commands`; ``submit`` takes the same spec flags as ``run``.
 Every command takes ``--store DIR`` (default ``<TRANSFERLAB_CACHE>/store``) so scripts and tests can
@@ -13,7 +13,7 @@ import datetime as dt
 import json
 import sys
 
-from labcore.cli_args import add_spec_arguments, spec_from_args
+from labcore.cli_args import add_spec_arguments, add_store_argument, spec_from_args
 from labcore.errors import LabError
 from labcore.events import describe
 from labcore.executor import Executor, executor_for
@@ -25,11 +25,6 @@ from labcore.store import ACTIVE, Store, Submission, open_store
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
     """Register worker, submit, status, cancel, resume and tail on ``python -m labcore``'s subparsers."""
-    p = subparsers.add_parser("store", help="check the store's database, or repair (and if need be rebuild) it")
-    p.add_argument("action", choices=["check", "repair"])
-    _add_store_argument(p)
-    p.set_defaults(func=cmd_store)
-
     p = subparsers.add_parser("worker", help="run queued specs in this process (or --stop the workers)")
     add_worker_arguments(p)
     p.set_defaults(func=_run_worker)
@@ -42,7 +37,7 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("submit", help="queue one spec for the workers (same flags as run)")
     add_spec_arguments(p)
-    _add_store_argument(p)
+    add_store_argument(p)
     p.add_argument("--priority", choices=("interactive", "sweep"), default="interactive",
                    help="interactive runs are claimed before queued sweeps (default interactive)")
     p.add_argument("--group", default=None, help="also add the run to this named group (sweep)")
@@ -53,25 +48,25 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("status", help="the runs in the store, or one run in detail")
     p.add_argument("key", nargs="?", help="a run key (its first characters are enough)")
-    _add_store_argument(p)
+    add_store_argument(p)
     p.add_argument("--group", default=None, help="only the runs of this sweep")
     p.add_argument("--json", action="store_true", help="print records as JSON")
     p.set_defaults(func=cmd_status)
 
     p = subparsers.add_parser("cancel", help="cancel a run (it stops after its current step)")
     p.add_argument("key")
-    _add_store_argument(p)
+    add_store_argument(p)
     p.set_defaults(func=cmd_cancel)
 
     p = subparsers.add_parser("resume", help="continue a dead, interrupted, cancelled or failed run")
     p.add_argument("key")
-    _add_store_argument(p)
+    add_store_argument(p)
     p.add_argument("--start", action="store_true", help="start a background worker if none is alive")
     p.set_defaults(func=cmd_resume)
 
     p = subparsers.add_parser("tail", help="print a run's metric stream, following it while it runs")
     p.add_argument("key")
-    _add_store_argument(p)
+    add_store_argument(p)
     p.add_argument("--no-follow", action="store_true", help="print what is there and exit")
     p.add_argument("--json", action="store_true", help="one JSON event per line")
     p.set_defaults(func=cmd_tail)
@@ -79,12 +74,8 @@ def add_commands(subparsers: argparse._SubParsersAction) -> None:
 
 def add_queue_arguments(parser: argparse.ArgumentParser) -> None:
     """``--store`` and ``--start`` for a command that queues (``sweep … --queue``); see :func:`queue_sweep`."""
-    _add_store_argument(parser)
+    add_store_argument(parser)
     parser.add_argument("--start", action="store_true", help="with --queue: start a background worker if none is alive")
-
-
-def _add_store_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--store", default=None, help="store folder (default: <TRANSFERLAB_CACHE>/store)")
 
 
 def _executor(args: argparse.Namespace) -> Executor:
@@ -209,25 +200,6 @@ def cmd_resume(args: argparse.Namespace) -> int:
     print(f"{key} {submission.status} ({submission.outcome})")
     _worker_hint(executor.store, [submission])
     return 0
-
-
-def cmd_store(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from labcore import paths
-    from labcore.store import repair
-    from labcore.store.errors import REPAIR_HINT
-
-    root = Path(args.store) if args.store else paths.cache_dir() / "store"
-    report = repair.check(root) if args.action == "check" else repair.repair(root)
-    for problem in report.problems:
-        print(f"problem: {problem}")
-    for action in report.actions:
-        print(f"done: {action}")
-    if args.action == "check":
-        print("the store is sound" if report.ok else f"run `{REPAIR_HINT}` to fix it")
-        return 0 if report.ok else 1
-    return 0 if repair.check(root).ok else 1
 
 
 def cmd_tail(args: argparse.Namespace) -> int:

@@ -479,6 +479,8 @@ class RayPump:
         if check:
             self._last_cancel_check = now
         for run in list(self.running.values()):
+            if check and run.stop_at is None and run.claim.deadline and now > run.claim.deadline:
+                self.store.cancel(run.claim.key, run.claim.deadline_note)  # its requester's time limit
             if check and run.stop_at is None and self.store.cancel_requested(run.claim.key, run.claim.attempt):
                 self._ask_stop(run, "cancelled")
             if run.stop_at is not None and run.cancel_at is None and now - run.stop_at >= self.settings.cancel_grace_s:

@@ -186,6 +186,10 @@ class Worker:
     def _should_stop(self, claim: Claim) -> str | None:
         if self.store.cancel_requested(claim.key, claim.attempt):
             return "cancelled"
+        if claim.deadline and time.time() > claim.deadline:
+            # Its requester's time limit (a student's job, the teacher's max job time): a cancel that says who.
+            self.store.cancel(claim.key, claim.deadline_note)
+            return "cancelled"
         current = self._current
         if self.stop_reason or self._lost or (current is not None and (current[1].fenced or current[1].write_error)):
             return "interrupted"

@@ -135,12 +135,33 @@ def teacher_sign_in() -> None:
                 st.session_state.pop("teacher.code", None)
                 st.rerun()
             return
-        code = st.text_input("Teacher passcode", type="password", key="teacher.code")
-        if code:
-            st.session_state["_teacher_code"] = code
-            if state.is_teacher():
-                st.rerun()
-            st.error("That is not the passcode.")
+        st.text_input("Teacher passcode", type="password", key="teacher.code", on_change=_try_passcode)
+        message = st.session_state.get("teacher.message")
+        if message:
+            st.error(message)
+
+
+def _try_passcode() -> None:
+    """One try of the passcode (counted once, when the field changes): wrong tries in a row pause the sign-in
+    for this session and address (the teacher's passcode_attempts and passcode_pause_s)."""
+    code = st.session_state.get("teacher.code") or ""
+    st.session_state.pop("teacher.message", None)
+    if not code:
+        return
+    guard, who = state.passcode_guard(), state.sign_in_ids()
+    wait = guard.wait_s(*who)
+    if not wait:
+        st.session_state["_teacher_code"] = code
+        if state.is_teacher():
+            guard.succeeded(*who)
+            return
+        st.session_state.pop("_teacher_code", None)
+        wait = guard.failed(*who)
+        if not wait:
+            st.session_state["teacher.message"] = "That is not the passcode."
+            return
+    st.session_state["teacher.message"] = (f"Too many wrong passcodes: the sign-in is paused for {wait:.0f} s "
+                                           f"(the teacher's passcode_attempts and passcode_pause_s).")
 
 
 def status_label(record: dict[str, Any]) -> str:
@@ -155,13 +176,17 @@ CURRENT_RUN = "run.current"  # the run last picked on any page: where a page ope
 
 
 def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
-             where=None, arrive_at: str = "current") -> dict[str, Any] | None:
+             where=None, arrive_at: str = "current", runs: Sequence[dict[str, Any]] | None = None
+             ) -> dict[str, Any] | None:
     """A select box of runs (newest first), synchronised with the ``run`` query parameter.
 
     Opened without a run in the address (from the menu), it starts at ``arrive_at``: ``"current"``, the
     run last looked at on any page; ``"running"``, a run that is training now (the Runs page). Either
-    only where there is one among its runs; otherwise the page's own last choice, else the newest."""
-    records = [r for r in store.runs() if statuses is None or r["status"] in statuses]
+    only where there is one among its runs; otherwise the page's own last choice, else the newest.
+    ``runs``: the runs to offer, in submission order, where the page has read them already (the Runs page
+    reads only the newest: 10,000 records take over half a second); a run named in the address is offered
+    too."""
+    records = [r for r in (store.runs() if runs is None else runs) if statuses is None or r["status"] in statuses]
     if where is not None:
         records = [r for r in records if where(r)]
     records = records[::-1]
@@ -175,6 +200,11 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
             wanted = store.resolve_key(wanted)
         except LabError:
             wanted = None
+        found = store.get(wanted) if wanted and wanted not in by_key and runs is not None else None
+        if found and found.get("kind", "run") == "run" and (statuses is None or found["status"] in statuses) and (
+                where is None or where(found)):  # older than the newest ``runs`` the page read: offered too
+            keys.append(wanted)
+            by_key[wanted] = found
     if f"w:{key}" not in st.session_state and wanted not in by_key:  # arriving from the menu
         arrival = (next((k for k in keys if by_key[k]["status"] == "running"), None) if arrive_at == "running"
                    else state.remembered(CURRENT_RUN))

@@ -19,9 +19,12 @@ from pages import common, state
 
 common.through_router()
 
+PICK_LIMIT = 1000  # newest runs offered one by one (a chosen or linked older one is offered too)
+
 st.title(":material/bar_chart: Compare")
 store = state.get_store()
-with_result = [r for r in store.runs() if r.get("result")]
+every_run = {r["key"]: r for r in store.runs()}  # read once: the selection and the results below use it
+with_result = [r for r in every_run.values() if r.get("result")]
 if not with_result:
     st.info("Nothing to compare yet: runs appear here once they have a result. Run a demo on **Home**, or a "
             "pretrained-vs-random pair with several seeds on **New experiment**.")
@@ -61,18 +64,19 @@ if "w:cmp.groups" not in st.session_state or external_groups is not None or exte
 
 c1, c2 = st.columns(2)
 chosen_groups = c1.multiselect("Groups (demos, sweeps, pairs)", groups[::-1], key="w:cmp.groups")
-chosen_runs = c2.multiselect("Single runs", list(by_key)[::-1], key="w:cmp.runs",
+newest = list(by_key)[::-1][:PICK_LIMIT]
+offered = newest + sorted(set(st.session_state["w:cmp.runs"]) & set(by_key) - set(newest))
+chosen_runs = c2.multiselect("Single runs", offered, key="w:cmp.runs",
                              format_func=lambda k: common.run_option_label(by_key[k]))
 state.keep("cmp.groups", chosen_groups)
 state.keep("cmp.runs", chosen_runs)
 state.set_qp(groups=chosen_groups or None, runs=[k[:12] for k in chosen_runs] or None)
 
-keys: list[str] = []
-for group in chosen_groups:
-    keys += [k for k in store.group(group)["keys"] if k not in keys]
-keys += [k for k in chosen_runs if k not in keys]
-records = state.results(store, keys)
-waiting = [k for k in keys if k not in {r.key for r in records}]
+# Sets, not list scans: a group of 10,000 runs made each of these lines quadratic.
+keys = list(dict.fromkeys([k for group in chosen_groups for k in store.group(group)["keys"]] + chosen_runs))
+records = state.results(store, keys, every_run)  # the runs read above: none is read twice
+with_results = {r.key for r in records}
+waiting = [k for k in keys if k not in with_results]
 if waiting:
     st.caption(f"{len(waiting)} selected run(s) have no result yet (queued or running); they join the tables "
                f"when they finish.")
@@ -80,7 +84,7 @@ if not records:
     st.info("Pick at least one group or run with a result.")
     st.stop()
 
-small = [(r, *common.test_reliability(r.to_dict())) for r in records]
+small = [(r, *common.test_reliability(vars(r))) for r in records]  # vars: its fields, without asdict's deep copy
 small = [(r, interval, why) for r, interval, why in small if why]
 if small:
     fields = figures.condition_fields(records)
@@ -90,6 +94,7 @@ if small:
                f"{' …' if len(small) > 6 else ''}. Their bars and means below are no evidence either way.",
                icon=":material/warning:")
 summary = figures.summary_table(records)
+named_by = figures.condition_fields(records)  # once: per run it made the tables quadratic (13 s at 1,000 runs)
 several_disciplines = summary["discipline"].nunique() > 1
 
 # ---------------------------------------------------------------------------------------------- tables
@@ -112,7 +117,7 @@ if not paper.empty:
     st.markdown("**As Kao & Lee print it (table 5):** mean (std) in percent, conditions by discipline")
     st.dataframe(paper)
 
-aligned = alignment_table(records, lambda r: figures.condition_label(r.spec, figures.condition_fields(records)))
+aligned = alignment_table(records, lambda r: figures.condition_label(r.spec, named_by))
 if not aligned.empty:
     st.subheader("Alignment distance beside the test metric (ORCA)")
     st.caption("Runs whose embedder was aligned to a text source before fine-tuning: the OTDD before and after "
@@ -165,7 +170,7 @@ else:
 
 # --------------------------------------------------------------------------------------------- downloads
 st.subheader("Download")
-per_run = pd.DataFrame([{"key": r.key, "label": figures.condition_label(r.spec, figures.condition_fields(records)),
+per_run = pd.DataFrame([{"key": r.key, "label": figures.condition_label(r.spec, named_by),
                          "seed": r.spec.get("seed"), "status": r.status, "metric": r.metric,
                          "test": r.test_value, "untrained": r.untrained, "best_step": r.best_step, "steps_to_converge": r.steps_to_converge,
                          "wall_time_s": r.wall_time_s, "discipline": r.spec.get("discipline")} for r in records])
@@ -174,8 +179,15 @@ d1.download_button("Summary (CSV)", summary.to_csv(index=False), file_name="tran
                    mime="text/csv", key="dl.summary")
 d2.download_button("Per run (CSV)", per_run.to_csv(index=False), file_name="transfer-lab-runs.csv",
                    mime="text/csv", key="dl.runs")
-payload = {"summary": json.loads(summary.to_json(orient="records")),
-           "steps_to_converge": json.loads(steps.to_json()) if not steps.empty else {},
-           "records": [r.to_dict() for r in records]}
-d3.download_button("Everything (JSON)", json.dumps(payload, indent=1), file_name="transfer-lab-compare.json",
+
+
+def _everything() -> str:
+    """The JSON download, built when it is clicked (every record of a 10,000-run group: seconds)."""
+    payload = {"summary": json.loads(summary.to_json(orient="records")),
+               "steps_to_converge": json.loads(steps.to_json()) if not steps.empty else {},
+               "records": [r.to_dict() for r in records]}
+    return json.dumps(payload, indent=1)
+
+
+d3.download_button("Everything (JSON)", _everything, file_name="transfer-lab-compare.json",
                    mime="application/json", key="dl.json")

@@ -24,13 +24,22 @@ from labcore.protocols import PROTOCOLS
 from labcore.record import RunRecord
 from labcore.spec import RunSpec
 from labcore.store import ACTIVE, STOPPED
+from labcore.store.delete import delete, plan_delete
+from labcore.store.selection import Selection
+from labcore.store.usage import COMMAND_LINE, disk_usage
 from pages import common, state
 
 common.through_router()
 
+LIST_LIMIT = 200  # newest runs the list shows
+PICK_LIMIT = 1000  # newest runs the page reads and offers to pick (a run named in the address is offered too)
+PAGE_SIZE = 25  # runs of a group shown live and in detail at once: a 10,000-run sweep is read a page at a time
+
 st.title(":material/list_alt: Runs")
 store = state.get_store()
-records = store.runs()[::-1]
+# The newest runs only, read once for the list and the run picker: a page of a 10,000-run lab reads no more.
+runs = store.runs(newest=PICK_LIMIT)
+records = runs[::-1]
 if not records:
     st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
             "here while it is queued, running and after it ends.")
@@ -79,6 +88,35 @@ def _withdrawn(key: str) -> str:
     if done.outcome == "cancelled":
         return "Cancelled: nobody else was waiting for it; it stops after its current step."
     return f"It had already ended ({done.record['status']})."
+
+
+def _may_delete() -> bool:
+    """Deleting is the teacher's in a class (a passcode is set); on a lab of one's own, anyone's."""
+    return state.teacher_passcode() is None or state.is_teacher()
+
+
+def _ask_delete(selection: Selection, action: str, key: str) -> None:
+    """The deletion's question: what goes, what depends on it (shown before anything is deleted)."""
+    try:
+        plan = plan_delete(store, selection)
+    except LabError as exc:
+        st.error(str(exc))
+        return
+    lines = plan.lines()
+    if plan.blocking:
+        st.error("Cannot delete yet: " + "; ".join(d.describe() for d in plan.blocking)
+                 + ". Cancel or delete those first.")
+        c = st.columns([1, 4])
+        c[0].button("Keep it", key=f"no-{action}-{key}", on_click=_never_mind)
+        return
+
+    def go() -> str:
+        done = delete(store, plan, who=state.TEACHER if state.is_teacher() else executor.who)
+        state.set_qp(run=None, group=None)
+        return f"Deleted {len(done.keys)} job(s) and their files ({done.bytes / 2**20:,.1f} MiB); their keys can run again."
+
+    _confirm("Delete for good? " + lines[0] + ("\n\n" + "\n\n".join(line.strip() for line in lines[1:])
+                                               if lines[1:] else ""), "Yes, delete", go, key=key, action=action)
 
 
 # --------------------------------------------------------------------------------------- teacher controls
@@ -147,10 +185,14 @@ def _table(rows) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.qp("run") or state.qp("group"))):
+with st.expander(f"Queue and recent runs ({'newest ' if len(records) == PICK_LIMIT else ''}{len(records):,})",
+                 expanded=not (state.qp("run") or state.qp("group"))):
+    first_read = [records]  # the page's own reading serves the list's first drawing; its refreshes read again
+
     @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
     def run_list() -> None:
-        st.dataframe(_table(store.runs()[::-1][:200]), hide_index=True, column_config={
+        newest = first_read.pop() if first_read else store.runs(newest=LIST_LIMIT)[::-1]
+        st.dataframe(_table(newest[:LIST_LIMIT]), hide_index=True, column_config={
             "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
             "test": st.column_config.NumberColumn("test metric", format="%.3f"),
             "node": st.column_config.TextColumn("ran on", help="The machine (a Ray node, or this one) that ran it"),
@@ -158,6 +200,23 @@ with st.expander(f"Queue and recent runs ({len(records)})", expanded=not (state.
                                                                   "each worker has one)"),
         })
     run_list()
+
+
+if _may_delete():
+    with st.expander(":material/hard_drive: Disk: what the lab holds", expanded=False):
+        # Measured on request: it walks every job's folder (seconds for thousands of runs).
+        if st.button("Measure", key="disk.measure"):
+            st.session_state["runs.disk"] = disk_usage(store)
+        usage = st.session_state.get("runs.disk")
+        if usage is not None:
+            st.caption(usage.lines()[0])
+            c = st.columns(3)
+            for col, title, rows in zip(c, ("kind", "group", "requester"),
+                                        (usage.by_kind, usage.by_group, usage.by_requester)):
+                col.dataframe(pd.DataFrame([{title: state.who_label(r.name) if title == "requester" and
+                                             r.name != COMMAND_LINE else r.name, "jobs": r.jobs,
+                                             "MiB": round(r.bytes / 2**20, 1)} for r in rows]),
+                              hide_index=True)
 
 
 # ------------------------------------------------------------------------------------------- what to show
@@ -173,6 +232,7 @@ elif external_run and not state.qp("group"):
 mode = st.radio("Show", modes, key=mode_widget, horizontal=True)
 state.keep("runs.mode", mode)
 
+group = None
 if mode == modes[1] and groups:
     order = groups[::-1]
     widget = state.remember("runs.group", order[0], order)
@@ -182,15 +242,28 @@ if mode == modes[1] and groups:
     state.keep("runs.group", group)
     state.set_qp(group=group, run=None)
     keys = list(store.group(group)["keys"])
+    st.button("Delete this group…", key="delete-group", on_click=_ask, args=("delete-group", group),
+              disabled=not _may_delete(), help="Its jobs that no other group lists go, with their files; "
+                                               "what depends on them is shown first.")
+    if _pending("delete-group", group):
+        _ask_delete(Selection(group=group), "delete-group", group)
 else:
     if mode == modes[1]:
         st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
-    chosen = common.pick_run(store, key="runs.run", arrive_at="running")
+    chosen = common.pick_run(store, key="runs.run", arrive_at="running", runs=runs)
     state.set_qp(group=None)
     keys = [chosen["key"]] if chosen else []
 
 if not keys:
     st.stop()
+group_keys = keys
+if len(keys) > PAGE_SIZE:
+    pages = -(-len(keys) // PAGE_SIZE)
+    page = int(st.number_input(f"Page of the group ({pages:,} pages of {PAGE_SIZE} runs)", min_value=1,
+                               max_value=pages, value=1, step=1, key=f"runs.page.{group}"))
+    keys = keys[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+    st.caption(f"Runs {(page - 1) * PAGE_SIZE + 1:,}-{(page - 1) * PAGE_SIZE + len(keys):,} of {len(group_keys):,}: "
+               f"the curves and details below are this page's; Compare shows the whole group.")
 
 # --------------------------------------------------------------------------------------------- live view
 st.session_state.setdefault("keep.runs.smoothing", 0.6)
@@ -218,7 +291,7 @@ common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs
                  title=f"Train loss (solid) and validation metric (dashed){colours}")
 cols = st.columns(3)
 cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
-                  query_params={"runs": ",".join(keys)})
+                  query_params={"groups": group} if group else {"runs": ",".join(keys)})
 
 # ----------------------------------------------------------------------------------------------- details
 def _act(label: str, key: str, action) -> None:
@@ -277,7 +350,7 @@ for key in keys:
         if record.get("error") or result.get("error"):
             st.error(record.get("error") or result["error"])
         st.caption(_ownership(record))
-        b = st.columns(5 if teacher else 4)
+        b = st.columns(6 if teacher else 5)
         b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE, on_click=_ask,
                     args=("withdraw", key), help="Withdraws your request: the run stops (after its current "
                                                  "step, keeping its curves) once nobody else waits for it.")
@@ -308,6 +381,13 @@ for key in keys:
         b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
                        query_params={"run": key},
                        disabled=status not in ("done", "diverged"))
+        b[5 if teacher else 4].button("Delete…", key=f"delete-{key}", on_click=_ask, args=("delete", key),
+                                      disabled=not _may_delete(),
+                                      help="The run's record, curves and files go (a running one is cancelled "
+                                           "first); what depends on it is shown first." if _may_delete() else
+                                           "Only the teacher deletes runs in a class.")
+        if _pending("delete", key):
+            _ask_delete(Selection(keys=(key,)), "delete", key)
         spec = RunSpec.from_dict(record["spec"])
         st.code(spec.cli(), language="bash", wrap_lines=True)
         with st.popover("Spec as JSON"):

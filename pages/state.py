@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Sequence
 import streamlit as st
 
 from labcore import data as disciplines
+from labcore.classroom import SECRETS_TABLE, ClassroomLimits, PasscodeGuard
 from labcore.errors import LabError
 from labcore.fmt import fmt_duration
 from labcore.mapping import MappingSpec, TokenMapping, build_mapping, model_vocab
@@ -48,23 +49,44 @@ def get_executor() -> "AskingExecutor":
     store = get_store()
     if isinstance(executor, LocalExecutor) and Path(executor.store.root) != Path(store.root):
         executor = executor.on_store(store)
-    return AskingExecutor(executor, requester())
+    return AskingExecutor(executor, requester(), student_limits())
 
 
 class AskingExecutor:
     """An executor seen by one requester: submissions, resumes and withdrawals carry ``who``; a cancel
     (for everyone: the teacher's control) records ``who`` as the one who cancelled. Everything else is the
-    executor's own."""
+    executor's own. A student's submissions (``limits`` set) are held to the teacher's settings first."""
 
-    def __init__(self, executor, who: str) -> None:
+    def __init__(self, executor, who: str, limits: ClassroomLimits | None = None) -> None:
         self.executor = executor
         self.who = who
+        self.limits = limits
 
     def submit(self, spec: Any, **options: Any):
+        self._admit([spec])
         return self._changed(self.executor.submit(spec, who=self.who, **options))
 
     def submit_group(self, name: str, specs: Iterable[Any], **options: Any):
+        specs = list(specs)
+        self._admit(specs)
         return self._changed(self.executor.submit_group(name, specs, who=self.who, **options))
+
+    def _admit(self, specs: list[Any]) -> None:
+        """A student's specs against the teacher's limits, before anything is queued."""
+        if self.limits is None:
+            return
+        from labcore import jobs
+
+        for spec in specs:
+            self.limits.check(spec)
+        store = self.executor.store
+        adding = sum(1 for spec in specs if (store.get(jobs.key_of(spec)) or {}).get("status") not in FINISHED)
+        self.limits.check_queue(len(store.waiting_for(self.who)), adding)
+        if adding and self.limits.max_disk_mb_per_student:
+            from labcore.store.usage import requester_bytes
+
+            self.limits.check_disk(requester_bytes(store, self.who))
+        store.limit_requester(self.who, max_job_s=self.limits.max_job_s, note=self.limits.time_limit_note())
 
     def resume(self, key: str):
         return self._changed(self.executor.resume(key, who=self.who))
@@ -126,6 +148,40 @@ def teacher_passcode() -> str | None:
     return str(value) if value else None
 
 
+def classroom_limits() -> ClassroomLimits:
+    """The teacher's ``[classroom]`` settings of ``.streamlit/secrets.toml`` (the defaults where there are none)."""
+    try:
+        values = st.secrets.get(SECRETS_TABLE)
+    except Exception:  # no secrets.toml anywhere
+        values = None
+    return ClassroomLimits.from_settings(values)
+
+
+def student_limits() -> ClassroomLimits | None:
+    """The limits this session is held to: a class's (a passcode is set) for anyone who has not entered it."""
+    return classroom_limits() if teacher_passcode() is not None and not is_teacher() else None
+
+
+_GUARDS: dict[tuple[int, float], PasscodeGuard] = {}
+
+
+def passcode_guard() -> PasscodeGuard:
+    """The server's one guard on the passcode (per setting, so a changed secrets.toml takes effect)."""
+    limits = classroom_limits()
+    setting = (limits.passcode_attempts, limits.passcode_pause_s)
+    with _SUMMARIES_LOCK:
+        return _GUARDS.setdefault(setting, PasscodeGuard(*setting))
+
+
+def sign_in_ids() -> tuple[str, ...]:
+    """Who tries the passcode: this session and, where Streamlit knows it, the browser's address."""
+    try:
+        address = st.context.ip_address
+    except Exception:
+        address = None
+    return (f"session:{requester()}",) + ((f"address:{address}",) if address else ())
+
+
 def is_teacher() -> bool:
     """Has this session entered the teacher's passcode?"""
     code = teacher_passcode()
@@ -133,32 +189,39 @@ def is_teacher() -> bool:
     return bool(code) and hmac.compare_digest(str(entered).encode(), code.encode())
 
 
-def result_of(store: Store, key: str) -> RunRecord | None:
+def result_of(store: Store, key: str, record: dict[str, Any] | None = None) -> RunRecord | None:
+    """``key``'s result, from ``record`` where the page read it already."""
     try:
-        return store.get_result(key)
+        return store.get_result(key) if record is None else Store.result_in(record)
     except Exception:  # a half-written or foreign record must not break a page
         return None
 
 
-def results(store: Store, keys: Iterable[str]) -> list[RunRecord]:
-    return [r for r in (result_of(store, k) for k in keys) if r is not None]
+def results(store: Store, keys: Iterable[str], read: dict[str, dict[str, Any]] | None = None) -> list[RunRecord]:
+    """The results of ``keys`` that have one; ``read``: records by key the page read already."""
+    read = read or {}
+    return [r for r in (result_of(store, k, read.get(k)) for k in keys) if r is not None]
 
 
 _SUMMARIES: dict[str, tuple[float, dict[str, Any]]] = {}
 _SUMMARIES_LOCK = threading.Lock()
-SUMMARY_TTL_S = 1.0  # how long one reading of the workers and the queue serves every session
+SUMMARY_TTL_S = 1.0  # how long one reading of the workers and the queue serves every session, at least
+SUMMARY_COST_SHARE = 0.1  # ... and at least ten times what it took: the status line takes at most a tenth of a core
 
 
 def worker_summary(store: Store) -> dict[str, Any]:
     """Alive workers and what the queue holds, for the status line every page shows: read at most once a
-    second per server and shared by every session (it reads every record, and each viewer's sidebar asks)."""
+    second per server (less often where reading takes longer) and shared by every session (it reads every
+    record, and each viewer's sidebar asks); a submission reads it again at once."""
     root = str(store.root)
     with _SUMMARIES_LOCK:
         found = _SUMMARIES.get(root)
-        if found is None or time.monotonic() - found[0] > SUMMARY_TTL_S:
+        if found is None or time.monotonic() > found[0]:
+            started = time.monotonic()
             workers = store.workers()
-            records = store.runs()
-            found = _SUMMARIES[root] = (time.monotonic(), {
+            records = store.runs()  # every record: about 0.7 s at 10,000 jobs, hence the longer life below
+            cost = time.monotonic() - started
+            found = _SUMMARIES[root] = (time.monotonic() + max(SUMMARY_TTL_S, cost / SUMMARY_COST_SHARE), {
                 "workers": workers, "queued": sum(r["status"] == "queued" for r in records),
                 "running": sum(r["status"] == "running" for r in records), "total": len(records)})
     return dict(found[1])

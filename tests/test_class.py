@@ -4,6 +4,7 @@ own request after a confirmation, and the teacher's controls appear only with th
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -111,6 +112,32 @@ def test_the_teacher_sees_the_controls_and_cancels_for_everyone(queued):
     assert "cancelled by the teacher" in texts(at)
 
 
+def test_deleting_a_run_is_the_teachers_in_a_class_and_asks_first(queued):
+    store, key = queued
+    student = runs_page(key, who="cat", passcode="owl")
+    assert button(student, "Delete…").disabled
+    at = runs_page(key, who="tess", passcode="owl", entered="owl")
+    at = button(at, "Delete…").click().run()
+    assert "Delete for good? delete 1 job(s)" in texts(at) and store.get(key) is not None
+    at = button(at, "Yes, delete").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert store.get(key) is None and key not in store.keys()
+    assert "Deleted 1 job(s)" in texts(at) or "No runs yet" in "\n".join(i.value for i in at.info)
+
+
+def test_the_teacher_measures_what_the_lab_holds_on_the_runs_page(queued):
+    store, key = queued
+    def disk_panel(at: AppTest) -> bool:
+        return any("Disk: what the lab holds" in e.label for e in at.expander)
+
+    assert not disk_panel(runs_page(key, who="cat", passcode="owl"))  # a student does not see it
+    at = runs_page(key, who="tess", passcode="owl", entered="owl")
+    assert disk_panel(at)
+    at = button(at, "Measure").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "in 1 job folder(s); database" in texts(at)
+
+
 def test_workers_the_teacher_stopped_stay_stopped_until_started(tmp_path):
     from labcore.store import Store
 
@@ -187,5 +214,164 @@ def test_the_eta_reads_only_the_current_attempts_first_and_last_step(tmp_path):
         events = cache.read(store, "k")
         full = state.progress("running", 40, 100, events, now=200.0)
         assert state.progress("running", 40, 100, pace, now=200.0) == full and full.eta_s == 60.0
+    finally:
+        store.close()
+
+
+# ------------------------------------------------------------------------------------ the teacher's limits
+def test_a_students_paper_budget_and_local_model_are_refused_naming_the_teachers_setting(tmp_path):
+    from labcore.classroom import ClassroomLimits, StudentLimit
+    from labcore.store import Store
+    from pages.state import AskingExecutor
+
+    store = Store(tmp_path / "store")
+    try:
+        store.hold_workers("test")
+        student = AskingExecutor(LocalExecutor(store, autostart=False), "ann",
+                                 ClassroomLimits.from_settings({"max_queued_per_student": 2, "max_job_minutes": 1}))
+        with pytest.raises(StudentLimit, match="budget.*quick, not 'paper'.*student_budgets, \\[classroom\\] in "
+                                               "\\.streamlit/secrets\\.toml"):
+            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper"))
+        with pytest.raises(StudentLimit, match="local: models \\('local:/srv/weights'\\).*student_local_models is off"):
+            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="local:/srv/weights"))
+        with pytest.raises(StudentLimit, match="hub: models.*student_hub_models"):
+            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="hub:bert-base-uncased"))
+        assert store.keys(kind=None) == []  # nothing refused was queued
+        specs = [make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=i) for i in range(3)]
+        with pytest.raises(StudentLimit, match="2 job\\(s\\) waiting.*this asks for 3.*max_queued_per_student"):
+            student.submit_group("mine", specs)
+        student.submit_group("mine", specs[:2])
+        claim = store.claim()  # a student's job carries the teacher's time limit to whoever runs it
+        assert 59 < claim.deadline - time.time() <= 60 and "max_job_minutes (1 min)" in claim.deadline_note
+        teacher = AskingExecutor(LocalExecutor(store, autostart=False), "tess")  # no limits: the teacher's session
+        assert teacher.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper")).outcome \
+            == "queued"
+        store.finish(claim.key, claim.attempt, "cancelled")
+    finally:
+        store.close()
+
+
+def test_a_job_past_its_requesters_time_limit_is_stopped_saying_who_stopped_it(tmp_path):
+    from labcore.store import Store
+    from labcore.worker import Worker
+
+    store = Store(tmp_path / "store")
+    try:
+        store.limit_requester("ann", max_job_s=0.01, note="the teacher's max_job_minutes (0.0002 min)")
+        key = LocalExecutor(store, autostart=False).submit(
+            make_spec(discipline="bits-xor", discipline_params=SMALL_BITS), who="ann").key
+        claim = store.claim()
+        time.sleep(0.05)
+        assert Worker(store)._should_stop(claim) == "cancelled"
+        assert store.get(key)["cancelled_by"] == "the teacher's max_job_minutes (0.0002 min)"
+        store.finish(key, claim.attempt, "cancelled")
+    finally:
+        store.close()
+
+
+def test_the_teachers_settings_are_checked_by_name():
+    from labcore.classroom import ClassroomLimits
+    from labcore.errors import LabError
+
+    with pytest.raises(LabError, match="no setting 'max_jobs'; its settings are: student_budgets"):
+        ClassroomLimits.from_settings({"max_jobs": 3})
+    with pytest.raises(LabError, match="student_budgets = 'paper' is not a list of names; for example "
+                                       "student_budgets = \\[\"quick\"\\]"):
+        ClassroomLimits.from_settings({"student_budgets": "paper"})
+    limits = ClassroomLimits.from_settings({"student_budgets": ["quick", "standard"], "student_hub_models": True})
+    assert limits.student_budgets == ("quick", "standard") and limits.student_hub_models
+
+
+def test_five_wrong_passcodes_pause_the_sign_in_even_for_the_right_one(monkeypatch):
+    from labcore.classroom import PasscodeGuard
+
+    now = [0.0]
+    guard = PasscodeGuard(attempts=5, pause_s=300, clock=lambda: now[0])
+    assert [guard.failed("session:a", "address:1") for _ in range(4)] == [0.0] * 4
+    assert guard.failed("session:a", "address:1") == 300
+    assert guard.wait_s("session:b", "address:1") == 300  # a new session from the same address waits too
+    now[0] = 301
+    assert guard.wait_s("session:a", "address:1") == 0
+
+    # on the page: five wrong tries, then the right passcode is refused while the pause lasts
+    from pages import state
+
+    monkeypatch.setattr(state, "_GUARDS", {})
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.secrets["teacher_passcode"] = "owl"
+    at.session_state["_requester"] = "mallory"
+    at.run()
+    for attempt in range(5):
+        field = [t for t in at.text_input if t.label == "Teacher passcode"][0]
+        at = field.input(f"guess-{attempt}").run()
+    assert "sign-in is paused for 300 s" in texts(at)
+    at = [t for t in at.text_input if t.label == "Teacher passcode"][0].input("owl").run()
+    assert "sign-in is paused" in texts(at) and "Sign out" not in [b.label for b in at.button]
+
+
+def test_a_large_group_is_shown_a_page_at_a_time(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    store = open_store()
+    store.hold_workers("test")
+    specs = [make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=i) for i in range(60)]
+    keys = [s.key for s in LocalExecutor(store, autostart=False).submit_group("sweep-60", specs)]
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.query_params["group"] = "sweep-60"
+    at.run()
+    at = at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "Runs 1-25 of 60" in texts(at)
+    assert [b.label for b in at.button].count("Cancel") == 25  # one per run of the page
+    at = at.number_input[0].set_value(3).run()
+    assert "Runs 51-60 of 60" in texts(at) and [b.label for b in at.button].count("Cancel") == 10
+    shown = "\n".join(str(e.label) for e in at.expander)
+    assert store.get(keys[59])["label"] in shown and store.get(keys[0])["label"] not in shown
+
+
+def test_a_student_over_the_disk_quota_is_refused_new_jobs(tmp_path):
+    from labcore.classroom import ClassroomLimits, StudentLimit
+    from labcore.store import Store
+    from pages.state import AskingExecutor
+
+    store = Store(tmp_path / "store")
+    try:
+        store.hold_workers("test")
+        student = AskingExecutor(LocalExecutor(store, autostart=False), "ann",
+                                 ClassroomLimits.from_settings({"max_disk_mb_per_student": 1}))
+        key = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
+        claim = store.claim()
+        claim.workdir.mkdir(parents=True)
+        (claim.workdir / "best.safetensors").write_bytes(b"w" * 2**20)
+        store.finish(key, claim.attempt, "done", result={"key": key, "status": "done", "spec": claim.spec})
+        with pytest.raises(StudentLimit, match="your jobs hold 1 MB.*max_disk_mb_per_student = 1"):
+            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=1))
+        assert student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).outcome == "cached"
+    finally:
+        store.close()
+
+
+def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(tmp_path, monkeypatch):
+    from labcore.store import Store
+    from pages import state
+
+    store = Store(tmp_path / "store")
+    clock, reads = [100.0], []
+    real_runs = store.runs
+
+    def slow_runs(**options):  # a large store: every reading of all records takes half a second
+        reads.append(clock[0])
+        clock[0] += 0.5
+        return real_runs(**options)
+
+    monkeypatch.setattr(state.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(store, "runs", slow_runs)
+    monkeypatch.setattr(state, "_SUMMARIES", {})
+    try:
+        state.worker_summary(store)
+        clock[0] = 104.0  # within ten times the reading's cost: served as read
+        state.worker_summary(store)
+        clock[0] = 106.0
+        state.worker_summary(store)
+        assert reads == [100.0, 106.0]
     finally:
         store.close()

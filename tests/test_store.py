@@ -262,6 +262,22 @@ def test_a_sweep_is_a_named_group_of_specs(store):
         store.submit_group("", [new_job(spec())])
 
 
+def test_a_group_is_submitted_whole_in_order_or_not_at_all(store):
+    keys = [s.key for s in store.submit_group("big", [new_job(spec(i)) for i in range(300)])]
+    assert store.group("big")["keys"] == keys == store.keys()  # submission order, each key once
+    again = store.submit_group("big", [new_job(spec(i)) for i in range(300, 302)] + [new_job(spec(0))])
+    assert [s.outcome for s in again] == ["queued", "queued", "existing"]
+    assert store.group("big")["keys"] == keys + [again[0].key, again[1].key]
+    # a job whose input is missing is refused before anything of its group is written
+    body = make_spec(discipline="bits-xor", model="run:" + "f" * 64)
+    with pytest.raises(LabError, match="needs job f{64}"):
+        store.submit_group("mixed", [new_job(spec(500)), new_job(body)])
+    assert "mixed" not in store.groups() and len(store.keys()) == 302
+    newest = store.runs(newest=3)  # a page's read of a large lab: the last three, in submission order
+    assert [r["key"] for r in newest] == store.keys()[-3:]
+    assert [r["key"] for r in store.runs(newest=2, status="queued", group="big")] == store.group("big")["keys"][-2:]
+
+
 def test_in_process_results_are_served_like_worker_results(store):
     resolved = resolve_spec(spec())
     record = RunRecord(key=resolved.key, spec=resolved.to_dict(), status="done", steps_done=4, total_steps=4,

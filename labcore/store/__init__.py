@@ -9,6 +9,7 @@
 ``q0…`` / ``q1…``          the queue (:mod:`.queue`): interactive jobs, then sweeps; a FIFO per requester,
                            served round-robin (``queue/ring/<p>``, ``queue/turn/<p>``)
 ``asked/<requester>``      the keys a requester queued (what the per-requester cap counts)
+``limits/<requester>``     a requester's time limit on each job it starts (a student's, set by the teacher)
 ``ev/<key>/<n>``           chunk ``n`` of a job's append-only event stream (:mod:`.streams`)
 ``hb/<key>``               the owner's heartbeat: time, pid, host, progress (rewritten every second)
 ``cancel/<key>``           the cancel flag a worker polls once per step

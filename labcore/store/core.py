@@ -27,6 +27,7 @@ from labcore import paths
 from labcore.errors import LabError
 from labcore.store import health, migrate
 from labcore.store.artifacts import Artifacts
+from labcore.store.batch import Batch, QueueCapReached
 from labcore.store.errors import Fenced, UnsafeValue
 from labcore.store.liveness import HOST, why_dead
 from labcore.store.queue import JobQueue, requester_id
@@ -91,6 +92,8 @@ class Claim:
     kind: str = "run"
     requires: tuple[str, ...] = field(default_factory=tuple)
     resources: dict[str, float] = field(default_factory=dict)
+    deadline: float = 0.0  # time.time() after which the attempt must stop (its requester's limit); 0: none
+    deadline_note: str = ""  # who stops it then, as its record will say (``cancelled_by``)
 
 
 @dataclass(frozen=True)
@@ -145,10 +148,6 @@ def _asking(record: dict[str, Any], who: str | None) -> dict[str, Any]:
     if not who or who in requesters:
         return record
     return _noted(dict(record, requesters=requesters + [who]), "join", who)
-
-
-class QueueCapReached(LabError):
-    """A requester already has as many jobs waiting as :attr:`StoreSettings.max_queued_per_requester`."""
 
 
 class Store:
@@ -208,62 +207,102 @@ class Store:
         * a failed job is queued again from the start;
         * a job whose inputs (``job.requires``) are not all finished is refused, naming them.
         """
+        done, capped = self._submit_all([job], priority=priority, group=group, who=who)
+        if capped is not None:
+            raise capped
+        return done[0]
+
+    def submit_group(self, name: str, jobs: Iterable[NewJob], *, priority: str = "sweep",
+                     who: str | None = None) -> list[Submission]:
+        """Queue a sweep: every job joins group ``name``; finished ones come from the store.
+
+        The whole group is one transaction with one write of each index, so its cost grows with its size
+        (submitting its jobs one by one rewrote the job index and the group once per job: quadratic). A
+        requester's cap reached part-way stops the sweep there, saying how many of its jobs were queued
+        (those stay queued: asking again later queues the rest and finds these)."""
+        if not name:
+            raise LabError("a sweep needs a name: give --name (it groups the runs in the store)")
+        jobs = list(jobs)
+        done, capped = self._submit_all(jobs, priority=priority, group=name, who=who)
+        if capped is not None:
+            raise QueueCapReached(f"{capped} Of the {len(jobs)} jobs of {name!r}, {len(done)} are in the "
+                                  f"queue or finished; ask again later for the rest.")
+        return done
+
+    def _submit_all(self, jobs: list[NewJob], *, priority: str, group: str | None,
+                    who: str | None) -> tuple[list[Submission], QueueCapReached | None]:
+        """Submit ``jobs`` in one transaction; what was submitted, and the cap refusal that stopped it (the
+        jobs before it stay submitted)."""
         if priority not in PRIORITIES:
             raise LabError(f"unknown priority {priority!r}; valid priorities: {', '.join(PRIORITIES)}")
-        key = job.key
         # The cached path is one read and no lock: a finished result never changes.
-        record = self.table.get(key)
-        if record is not None and record["status"] in FINISHED:
-            if group:
-                with self._txn():
-                    self.table.add_to_group(group, [key])
-            return Submission(key, record["status"], "cached", record)
-        self._check_inputs(job)
+        if not group and len(jobs) == 1:
+            record = self.table.get(jobs[0].key)
+            if record is not None and record["status"] in FINISHED:
+                return [Submission(record["key"], record["status"], "cached", record)], None
+        for job in jobs:  # every refusal before anything is written
+            if (self.table.get(job.key) or {}).get("status") not in FINISHED:
+                self._check_inputs(job)
+        batch = Batch(self, who, group)
+        done: list[Submission] = []
+        capped = None
         with self._txn():
-            record = self.table.get(key)
-            if record is not None and record["status"] == "running":
-                record = self._check_alive(record)
-            if group:
-                self.table.add_to_group(group, [key])
-            if record is None:
-                self._check_cap(who)
-                record = {
-                    "key": key, "kind": job.kind, "spec": job.spec, "label": job.label, "status": "queued",
-                    "requires": list(job.requires), "checkpoint": job.checkpoint, "priority": priority,
-                    "attempt": 0, "resume": False, "pid": None, "host": None, "submitted_at": _now(),
-                    "started_at": None, "finished_at": None, "error": "", "result": None,
-                    "groups": [group] if group else [], "resources": dict(job.resources),
-                }
-                record = _noted(dict(record, started_by=who or "", requesters=[who] if who else []), "start", who)
-                self.table.all.add(key)
-                outcome = "queued"
-            elif record["status"] in FINISHED:
-                return Submission(key, record["status"], "cached", record)
-            elif record["status"] in ACTIVE and (record["status"] == "running" or
-                                                 PRIORITIES[priority] >= PRIORITIES[record["priority"]]):
-                joined = _asking(record, who)
-                if joined is not record:
-                    self.table.put(joined)
-                return Submission(key, record["status"], "existing", joined)
-            elif record["status"] == "queued":
-                self._check_cap(who)
-                record = _asking(record, who)
-                outcome = "existing"  # same job, moved forward: a second entry at the higher priority
-            else:
-                self._check_cap(who)
-                outcome = "requeued" if record["status"] == "failed" else "resumed"
-                record = dict(record, status="queued", resume=outcome == "resumed", error="",
-                              submitted_at=_now(), finished_at=None, started_by=who or "",
-                              requesters=[who] if who else [], cancelled_by=None)
-                record = _noted(record, "start", who)
-            record["priority"] = priority
-            if group and group not in record.get("groups", []):
-                record["groups"] = record.get("groups", []) + [group]
-            self.table.put(record)
-            self.cache.delete(f"cancel/{key}")
-            self.queue.push(key, priority, who)
-            if who:
-                self._asked(who).add(key)
+            for job in jobs:
+                try:
+                    done.append(self._submit_locked(job, priority, who, batch))
+                except QueueCapReached as exc:
+                    capped = exc
+                    break
+            batch.write()
+        return done, capped
+
+    def _submit_locked(self, job: NewJob, priority: str, who: str | None, batch: "Batch") -> Submission:
+        """Inside the transaction: one job of a submission (its index entries wait in ``batch``)."""
+        key = job.key
+        record = self.table.get(key)
+        if record is not None and record["status"] == "running":
+            record = self._check_alive(record)
+        if record is None:
+            batch.check_cap(key)
+            record = {
+                "key": key, "kind": job.kind, "spec": job.spec, "label": job.label, "status": "queued",
+                "requires": list(job.requires), "checkpoint": job.checkpoint, "priority": priority,
+                "attempt": 0, "resume": False, "pid": None, "host": None, "submitted_at": _now(),
+                "started_at": None, "finished_at": None, "error": "", "result": None,
+                "groups": [batch.group] if batch.group else [], "resources": dict(job.resources),
+            }
+            record = _noted(dict(record, started_by=who or "", requesters=[who] if who else []), "start", who)
+            batch.new_keys.append(key)
+            outcome = "queued"
+        elif record["status"] in FINISHED:
+            batch.grouped(key)
+            return Submission(key, record["status"], "cached", record)
+        elif record["status"] in ACTIVE and (record["status"] == "running" or
+                                             PRIORITIES[priority] >= PRIORITIES[record["priority"]]):
+            joined = _asking(record, who)
+            batch.grouped(key)
+            if joined is not record:
+                self.table.put(joined)
+            return Submission(key, record["status"], "existing", joined)
+        elif record["status"] == "queued":
+            batch.check_cap(key)
+            record = _asking(record, who)
+            outcome = "existing"  # same job, moved forward: a second entry at the higher priority
+        else:
+            batch.check_cap(key)
+            outcome = "requeued" if record["status"] == "failed" else "resumed"
+            record = dict(record, status="queued", resume=outcome == "resumed", error="",
+                          submitted_at=_now(), finished_at=None, started_by=who or "",
+                          requesters=[who] if who else [], cancelled_by=None)
+            record = _noted(record, "start", who)
+        record["priority"] = priority
+        if batch.group and batch.group not in record.get("groups", []):
+            record["groups"] = record.get("groups", []) + [batch.group]
+        batch.grouped(key)
+        self.table.put(record)
+        self.cache.delete(f"cancel/{key}")
+        self.queue.push(key, priority, who)
+        batch.asked(key)
         return Submission(key, "queued", outcome, record)
 
     def _asked(self, who: str) -> IndexList:
@@ -280,18 +319,6 @@ class Store:
             asked.cache.set(asked.entry, waiting)
         return waiting
 
-    def _check_cap(self, who: str | None) -> None:
-        """Inside the submit's transaction: refuse a new queue entry beyond the requester's cap."""
-        cap = self.settings.max_queued_per_requester
-        if not who or cap <= 0:
-            return
-        waiting = len(self.waiting_for(who))
-        if waiting >= cap:
-            raise QueueCapReached(
-                f"you already have {waiting} jobs waiting in the queue, the most one person may queue at a "
-                f"time on this server ({cap}); wait until some of them start, or cancel one on the Runs page. "
-                f"(The limit is TRANSFERLAB_MAX_QUEUED_PER_SESSION.)")
-
     def _check_inputs(self, job: NewJob) -> None:
         for needed in job.requires:
             record = self.get(needed)
@@ -302,24 +329,6 @@ class Store:
                 raise LabError(f"this {job.kind} job needs {record.get('kind', 'run')} {needed} "
                                f"({record.get('label', '')}) finished, and it is {record['status']}; "
                                f"let it finish (or resume it), then ask again")
-
-    def submit_group(self, name: str, jobs: Iterable[NewJob], *, priority: str = "sweep",
-                     who: str | None = None) -> list[Submission]:
-        """Queue a sweep: every job joins group ``name``; finished ones come from the store.
-
-        A requester's cap reached part-way stops the sweep there, saying how many of its jobs were queued
-        (those stay queued: asking again later queues the rest and finds these)."""
-        if not name:
-            raise LabError("a sweep needs a name: give --name (it groups the runs in the store)")
-        jobs = list(jobs)
-        done: list[Submission] = []
-        for job in jobs:
-            try:
-                done.append(self.submit(job, priority=priority, group=name, who=who))
-            except QueueCapReached as exc:
-                raise QueueCapReached(f"{exc} Of the {len(jobs)} jobs of {name!r}, {len(done)} are in the "
-                                      f"queue or finished; ask again later for the rest.") from None
-        return done
 
     def resume(self, key: str, who: str | None = None) -> Submission:
         """Queue a stopped job again (interactive priority); it continues from its last checkpoint."""
@@ -333,7 +342,7 @@ class Store:
                 if joined is not record:
                     self.table.put(joined)
                 return Submission(key, record["status"], "existing", joined)
-            self._check_cap(who)
+            Batch(self, who).check_cap(key)
             record = dict(record, status="queued", resume=True, priority="interactive", error="",
                           submitted_at=_now(), finished_at=None, started_by=who or "",
                           requesters=[who] if who else [], cancelled_by=None)
@@ -430,17 +439,24 @@ class Store:
         """Keys in submission order, of one kind (default: training runs; None: every kind)."""
         return self.table.keys(kind)
 
-    def jobs(self, *, kind: str | None = None, status: str | None = None,
-             group: str | None = None) -> list[dict[str, Any]]:
-        """Records in submission order, optionally of one kind, one status or one group."""
+    def jobs(self, *, kind: str | None = None, status: str | None = None, group: str | None = None,
+             newest: int = 0) -> list[dict[str, Any]]:
+        """Records in submission order, optionally of one kind, one status or one group; with ``newest`` only
+        the last that many of them, read newest first and no further (a page of a 10,000-job lab)."""
         keys = self.group(group)["keys"] if group else self.table.keys()
-        records = [r for r in (self.get(k) for k in keys) if r is not None]
-        return [r for r in records if (kind is None or r.get("kind", "run") == kind)
-                and (status is None or r["status"] == status)]
+        found: list[dict[str, Any]] = []
+        for key in reversed(keys) if newest else keys:
+            record = self.get(key)
+            if record is not None and (kind is None or record.get("kind", "run") == kind) and (
+                    status is None or record["status"] == status):
+                found.append(record)
+                if len(found) == newest:
+                    break
+        return found[::-1] if newest else found
 
-    def runs(self, *, status: str | None = None, group: str | None = None) -> list[dict[str, Any]]:
+    def runs(self, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[dict[str, Any]]:
         """Training runs in submission order (what the Runs and Compare pages list)."""
-        return self.jobs(kind="run", status=status, group=group)
+        return self.jobs(kind="run", status=status, group=group, newest=newest)
 
     def heartbeat_of(self, key: str) -> dict[str, Any] | None:
         return self.cache.get(f"hb/{key}")
@@ -543,10 +559,25 @@ class Store:
                 resume = bool(record.get("resume")) and bool(checkpoint) and (workdir / checkpoint).exists()
                 self.streams.append(key, [{"type": "attempt", "attempt": attempt, "resume": resume,
                                            "pid": pid, "host": HOST, "t": now}])
+                limit = self._limit_of(record.get("started_by"))
                 return Claim(key=key, attempt=attempt, spec=record["spec"], resume=resume, workdir=workdir,
                              kind=record.get("kind", "run"), requires=tuple(record.get("requires") or ()),
-                             resources=dict(record.get("resources") or {}))
+                             resources=dict(record.get("resources") or {}),
+                             deadline=now + limit["max_job_s"] if limit else 0.0,
+                             deadline_note=limit["note"] if limit else "")
         return None
+
+    def limit_requester(self, who: str, *, max_job_s: float, note: str) -> None:
+        """Stop the jobs ``who`` starts after ``max_job_s`` of an attempt (a student's jobs under the teacher's
+        max job time); ``note`` is recorded as who cancelled such a job. 0 lifts the limit."""
+        entry = f"limits/{requester_id(who)}"
+        if max_job_s > 0:
+            self.cache.set(entry, {"max_job_s": float(max_job_s), "note": note})
+        else:
+            self.cache.delete(entry)
+
+    def _limit_of(self, who: str | None) -> dict[str, Any] | None:
+        return self.cache.get(f"limits/{requester_id(who)}") if who else None
 
     def heartbeat(self, key: str, attempt: int, *, pid: int | None = None, step: int = 0,
                   total_steps: int = 0, loss: float | None = None) -> bool:
@@ -600,12 +631,16 @@ class Store:
 
     def _keep_record(self, record: dict[str, Any]) -> None:
         """A finished job's record beside its files too (what a rebuild reads); the database stays the
-        source of truth, so a failed copy (a full disk) is not an error of the job."""
+        source of truth, so a failed copy (a full disk) is not an error of the job. Its resume checkpoint
+        goes: a result is never resumed, and a run's ``resume.pt`` (weights and optimiser state) is about
+        three times its kept weights."""
         if record["status"] in FINISHED:
             try:
                 self.files.write_record(record)
             except OSError:
                 pass
+            if record.get("checkpoint"):
+                (self.workdir(record["key"]) / record["checkpoint"]).unlink(missing_ok=True)
 
     # --------------------------------------------------------------------------------------- fencing
     def _holds(self, key: str, attempt: int) -> bool:
@@ -671,9 +706,13 @@ class Store:
     # ------------------------------------------------------------------------- results in-process
     def get_result(self, key: str) -> "RunRecord | None":
         """The engine's result record of a run that has one (any final status), else None."""
+        return self.result_in(self.table.get(key))
+
+    @staticmethod
+    def result_in(record: dict[str, Any] | None) -> "RunRecord | None":
+        """The result of a job record already read (a page that listed the runs reads none twice)."""
         from labcore.record import RunRecord
 
-        record = self.table.get(key)
         if record is None or not record.get("result") or record["status"] in ACTIVE:
             return None
         return RunRecord.from_dict(record["result"])

@@ -29,3 +29,13 @@ class EventStreams:
         for i in range(cursor, n):
             events.extend(self.cache.get(f"ev/{key}/{i}", []))
         return events, n
+
+    def chunks(self, key: str) -> list[list[dict[str, Any]]]:
+        """The stream as it was appended, chunk by chunk (what an archive keeps)."""
+        return [list(self.cache.get(f"ev/{key}/{i}", [])) for i in range(self.length(key))]
+
+    def drop(self, key: str) -> None:
+        """Delete a job's whole stream (hold the store's transaction)."""
+        for i in range(self.length(key)):
+            self.cache.delete(f"ev/{key}/{i}")
+        self.cache.delete(f"evn/{key}")
