@@ -83,11 +83,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         submission = executor_for(store, autostart=False).submit(spec)
         print(json.dumps({"key": submission.key, "status": submission.status, "outcome": submission.outcome}))
         return 0
+    result = analyze_here(spec, store, log=lambda m: print(m, file=sys.stderr))
+    print(json.dumps(result))
+    return 0
+
+
+def analyze_here(spec, store, log=lambda _m: None) -> dict:
+    """Run one analysis spec in this process (a finished one comes from the store) and return its result."""
+    job = jobs.new_job(spec)
     cached = store.get(job.key)
     if cached is not None and cached["status"] == "done":
-        print(f"{job.label}: from the store", file=sys.stderr)
-        print(json.dumps(cached["result"]))
-        return 0
+        log(f"{job.label}: from the store")
+        return cached["result"]
     kind = jobs.get_kind(job.kind)
     inputs = {}
     for key in job.requires:
@@ -100,9 +107,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     for event in kind.handler(kind.from_dict(job.spec), jobs.JobContext(workdir=store.workdir(job.key),
                                                                        inputs=inputs)):
         if event["type"] == "log":
-            print(event["message"], file=sys.stderr)
+            log(event["message"])
         elif event["type"] == "result":
             result = event["record"]
-    print(f"{job.label}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    print(json.dumps(result))
-    return 0
+    log(f"{job.label}: {time.perf_counter() - started:.1f} s")
+    return result
