@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from labcore import cli_analyze, cli_recipe, cli_tune, cli_worker
+from labcore import cli_analyze, cli_export, cli_recipe, cli_tune, cli_worker
 from labcore.cli_args import key_values, add_spec_arguments, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
 from labcore.events import describe
@@ -270,6 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_body)
 
     cli_recipe.add_arguments(sub)
+    cli_export.add_arguments(sub)
     cli_worker.add_commands(sub)
     return parser
 
