@@ -357,11 +357,9 @@ def export_tensorboard(keys: str | Iterable[str] | None = None, logdir: str = "r
 def export_model(key: str, folder: str, *, store: Store | str | None = None) -> str:
     """Write a finished run's fine-tuned model as a folder ``transformers`` loads (weights with the head,
     config with the label names, a tokenizer for the discipline's raw symbols, a model card)."""
-    from labcore.export.model import export_run
+    from labcore.export.model import export_stored
 
-    the_store = _store(store)
-    key = the_store.resolve_key(key)
-    return str(export_run(the_store.record(key), the_store.workdir(key), folder))
+    return str(export_stored(_store(store), key, folder))
 
 
 __all__ = ["AtlasView", "Comparison", "RUN_COLUMNS", "RecipeRun", "analyze", "atlas", "compare", "curves",

@@ -43,10 +43,8 @@ def cmd_tensorboard(args: argparse.Namespace) -> int:
 
 
 def cmd_model(args: argparse.Namespace) -> int:
-    from labcore.export.model import export_run
+    from labcore.export.model import export_stored
 
-    store = open_store(args.store)
-    key = store.resolve_key(args.key)
-    folder = export_run(store.record(key), store.workdir(key), args.folder)
+    folder = export_stored(open_store(args.store), args.key, args.folder)
     print(f"wrote {folder}: transformers.pipeline('text-classification', model={str(folder)!r})")
     return 0
