@@ -14,7 +14,7 @@ import sys
 import time
 
 from labcore import jobs
-from labcore.cli_args import key_values
+from labcore.cli_args import disciplines_help, key_values, models_help
 from labcore.errors import LabError
 from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, ModelRef
 
@@ -38,8 +38,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="why transfer works: one analysis of models (JSON on the last line)")
     p.add_argument("kind", choices=ANALYSES)
     p.add_argument("--model", action="append", default=None, metavar="NAME[@INIT[@SEED[@MAPPING]]]|run=KEY",
-                   help="a model to analyse (repeat; default: minilm and minilm@random)")
-    p.add_argument("--discipline", default=None)
+                   help="a model to analyse (repeat; default: minilm and minilm@random); NAME is "
+                        + models_help().removeprefix("the body: "))
+    p.add_argument("--discipline", default=None, help=disciplines_help())
     p.add_argument("--dparam", action="append", metavar="KEY=VALUE", help="discipline parameter")
     p.add_argument("--split", default=None)
     p.add_argument("--examples", type=int, default=None)
