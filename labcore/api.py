@@ -313,13 +313,14 @@ class RecipeRun:
 
         return RECIPES[self.name], plan_of(RECIPES[self.name], self.budget, self.seeds)
 
-    def run(self, *, wait: bool = True, poll_s: float = 5.0):
+    def run(self, *, wait: bool = True, start: bool = True, poll_s: float = 5.0):
         """Queue the recipe's stages for the workers (each once the earlier ones ended, as ``python -m labcore
-        recipe run`` does) and, with ``wait``, return its report when every job has ended."""
+        recipe run`` does) and, with ``wait``, return its report when every job has ended; without, the
+        progress (:class:`labcore.recipes.drive.Progress`). ``start``: start a worker when none is alive."""
         from labcore.recipes.drive import advance
 
         _, plan = self._plan()
-        executor = _executor(_store(self.store), True)
+        executor = _executor(_store(self.store), start)
         progress = advance(plan, executor, retry=True)
         while wait and not progress.ended:
             time.sleep(poll_s)

@@ -120,7 +120,28 @@ def test_analyze_atlas_and_recipe_read_as_the_pages_do(ran):
         lab.analyze("palmistry")
     grid = lab.atlas(store=store)
     assert list(grid.table[["model", "discipline"]].iloc[0]) == ["tiny:bert", "dna-splice"] and grid.figure.data
-    report = lab.recipe("kao", store=store).report()  # nothing of it has run: a report of what is missing
+    kao = lab.recipe("kao", seeds=[0], store=store)
+    report = kao.report()  # nothing of it has run: a report of what is missing
     assert report.done == 0 and report.total > 0
+    progress = kao.run(wait=False, start=False)  # its first stage queued for workers; none started here
+    assert progress.queued > 0 and progress.done == 0
+    assert store.clear_queue()
     with pytest.raises(LabError, match="valid names: kao"):
         lab.recipe("nope")
+
+
+def test_background_runs_go_through_a_worker_with_live_event_streams(tmp_path):
+    from labcore.executor import LocalExecutor
+    from labcore.store import Store
+
+    store = Store(tmp_path / "store")
+    try:
+        records = lab.sweep(background=True, group="bg", store=store, seed=[3, 4], **TINY)
+        assert [r.spec["seed"] for r in records] == [3, 4] and all(r.status == "done" for r in records)
+        assert all(store.events(r.key) for r in records)  # streamed as the Runs page reads them
+        assert lab.wait(records[0].key[:8], store=store) == records[0]
+        steps = lab.curves(group="bg", store=store)
+        assert set(steps[steps["curve"] == "train_loss"]["step"]) == set(range(1, TINY["max_steps"] + 1))
+    finally:
+        LocalExecutor(store).stop_workers()
+        store.close()

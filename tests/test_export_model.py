@@ -89,3 +89,23 @@ def test_protocols_without_a_transformers_form_are_refused_with_the_reason(expor
         lab.export_model(bits.key, "unused", store=store)
     assert main(["export", "model", bits.key, "unused", "--store", str(store.root)]) == 2
     assert "cannot be written as a transformers model" in capsys.readouterr().err
+
+
+def test_a_text_run_with_shifted_tokens_leaves_with_the_bodys_tokenizer_and_a_permuted_table(tmp_path):
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from labcore.export.model import exported_logits
+
+    store = Store(tmp_path / "store")
+    record = lab.run(store=store, model="tiny:bert", discipline="text-sentiment", mapping="shift", max_steps=10,
+                     eval_every=5, train_size="200", precision="fp32")
+    folder = lab.export_model(record.key, str(tmp_path / "sentiment"), store=store)
+    prepared = load_trained(make_spec(**record.spec), store.workdir(record.key))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert tokenizer.model_max_length == prepared.max_length == 64  # cut where the run cut
+    texts = raw_examples(prepared)[:64]
+    ours = lab_logits(prepared, limit=64)
+    theirs = exported_logits(AutoModelForSequenceClassification.from_pretrained(folder), tokenizer, texts)
+    assert theirs == pytest.approx(ours, rel=1e-4, abs=1e-5)
+    assert np.ptp(ours[:, 0]) > 0  # the examples' logits differ: the comparison is not of one constant
+    store.close()

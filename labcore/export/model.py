@@ -101,7 +101,7 @@ def _classifier(prepared, label_names: list[str]):
     out = AutoModelForSequenceClassification.from_config(config).float().eval()
     table = _full_table(prepared)
     if prepared.mapping is not None and prepared.mapping.is_text:
-        table = table[torch.as_tensor(prepared.mapping.array)]  # tokenizer id i feeds the row of mapped id i
+        table = table[torch.tensor(prepared.mapping.ids)]  # tokenizer id i feeds the row of mapped id i
     body = {name: tensor.float() for name, tensor in model.backbone.state_dict().items()}
     body["embeddings.word_embeddings.weight"] = table
     missing, unexpected = out.bert.load_state_dict(body, strict=False)
@@ -133,6 +133,7 @@ def _tokenizer(prepared):
 
     source, mapping, binfo = prepared.tokenizer, prepared.mapping, prepared.backbone_info
     if mapping.is_text:
+        source.model_max_length = prepared.max_length  # truncation=True cuts where the run cut, not at the body's limit
         return source
     specials = {"unk_token": source.unk_token, "pad_token": source.pad_token, "cls_token": source.cls_token,
                 "sep_token": source.sep_token}
