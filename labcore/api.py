@@ -37,7 +37,30 @@ _WHOLE_FIELDS = ("discipline_params", "protocol_params", "mapping_table")
 POLL_S = 1.0  # how often a waiting call looks at the store (a tiny run takes seconds)
 
 
+def _spec_keywords(swept: bool = False) -> Callable[[Callable], Callable]:
+    """Show a function's ``**fields`` as the RunSpec's fields, with their types and defaults (``help()``,
+    Jupyter's signature tips), read from the dataclass, so each field is still declared once, in
+    :mod:`labcore.spec`. ``swept``: each also takes a list of values (a sweep's options)."""
+    import dataclasses
+    import inspect
+
+    def decorate(function: Callable) -> Callable:
+        signature = inspect.signature(function)
+        own = [p for p in signature.parameters.values() if p.kind != p.VAR_KEYWORD]
+        defaults = RunSpec()
+        typed = {f.name: f"{f.type} | list" if swept else f.type for f in dataclasses.fields(RunSpec)}
+        typed.update(discipline_params="dict[str, Any]", protocol_params="dict[str, Any]",
+                     mapping_table=typed["mapping_table"].removesuffix(" | list"))  # given whole, never swept
+        fields = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=getattr(defaults, f.name),
+                                    annotation=typed[f.name]) for f in dataclasses.fields(RunSpec)]
+        function.__signature__ = signature.replace(parameters=own + fields)
+        return function
+
+    return decorate
+
+
 # ------------------------------------------------------------------------------------------------ specs
+@_spec_keywords()
 def spec(**fields: Any) -> RunSpec:
     """The resolved :class:`RunSpec` of ``fields`` (the CLI's spec flags as keyword arguments: ``model``,
     ``init``, ``discipline``, ``protocol``, ``lr``, ``max_steps`` ...; ``discipline_params`` and
@@ -47,6 +70,7 @@ def spec(**fields: Any) -> RunSpec:
     return resolve_run(make_spec(**fields))
 
 
+@_spec_keywords(swept=True)
 def specs(**fields: Any) -> list[RunSpec]:
     """The resolved specs of a sweep: every field given a list (or tuple) is varied, and the sweep is the
     product of those lists, in the order given (``init=["pretrained", "random"], seed=[0, 1, 2]``)."""
@@ -70,6 +94,7 @@ def _executor(store: Store, start: bool):
 
 
 # ------------------------------------------------------------------------------------------- running
+@_spec_keywords()
 def run(*, background: bool = False, store: Store | str | None = None,
         progress: Callable[[str], None] | None = None, **fields: Any) -> RunRecord:
     """Train one spec and return its :class:`RunRecord` (a finished spec comes from the store at once).
@@ -78,9 +103,14 @@ def run(*, background: bool = False, store: Store | str | None = None,
     ``background=True`` queues it for the executor's workers (live on the Runs page) and waits for it.
     ``progress`` receives one line per event worth telling (validations, the result).
     """
+    listed = [name for name, value in fields.items() if isinstance(value, list) and name not in _WHOLE_FIELDS]
+    if listed:
+        raise LabError(f"run takes one value per field, and {', '.join(listed)} got a list; sweep(...) runs the "
+                       f"product of lists")
     return sweep(background=background, store=store, progress=progress, **fields)[0]
 
 
+@_spec_keywords(swept=True)
 def sweep(*, background: bool = False, group: str | None = None, store: Store | str | None = None,
           progress: Callable[[str], None] | None = None, **fields: Any) -> list[RunRecord]:
     """Train the product of every list-valued field (see :func:`specs`) and return the records in order.
@@ -109,6 +139,7 @@ def sweep(*, background: bool = False, group: str | None = None, store: Store | 
     return records
 
 
+@_spec_keywords()
 def submit(*, group: str | None = None, priority: str = "interactive", who: str | None = None,
            store: Store | str | None = None, start: bool = True, **fields: Any) -> Submission:
     """Queue one spec for the executor's workers (the pages' path) and return at once.

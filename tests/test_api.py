@@ -96,6 +96,20 @@ def test_bad_fields_get_the_clis_errors(capsys):
         lab.specs(init=["pretrained", "warm"])
 
 
+def test_the_functions_show_the_spec_fields_and_run_refuses_a_sweep():
+    import dataclasses
+    import inspect
+
+    from labcore.spec import RunSpec
+
+    shown = inspect.signature(lab.run).parameters
+    assert [f.name for f in dataclasses.fields(RunSpec)] == list(shown)[3:]
+    assert shown["lr"].default is None and shown["model"].default == "minilm"
+    assert inspect.signature(lab.sweep).parameters["seed"].annotation == "int | list"
+    with pytest.raises(LabError, match="seed got a list; sweep"):
+        lab.run(seed=[0, 1])
+
+
 def test_sweep_specs_are_the_product_of_the_lists():
     chosen = lab.specs(model="tiny:bert", init=["pretrained", "random"], seed=[0, 1, 2], discipline_params={})
     assert [(s.init, s.seed) for s in chosen] == [(i, s) for i in ("pretrained", "random") for s in (0, 1, 2)]
