@@ -109,3 +109,33 @@ def test_a_text_run_with_shifted_tokens_leaves_with_the_bodys_tokenizer_and_a_pe
     assert theirs == pytest.approx(ours, rel=1e-4, abs=1e-5)
     assert np.ptp(ours[:, 0]) > 0  # the examples' logits differ: the comparison is not of one constant
     store.close()
+
+
+@pytest.mark.parametrize("family", ["roberta", "albert"])
+def test_roberta_and_albert_bodies_leave_with_the_lab_s_logits(tmp_path, family):
+    store = Store(tmp_path / "store")
+    record = lab.run(store=store, model=f"tiny:{family}", discipline="dna-splice", max_steps=20, eval_every=10,
+                     lr=1e-3, train_size="200", precision="fp32")
+    folder = lab.export_model(record.key, str(tmp_path / family), store=store)
+    prepared = load_trained(make_spec(**record.spec), store.workdir(record.key))
+    from transformers import pipeline
+
+    classify = pipeline("text-classification", model=folder, top_k=None)
+    scores = classify(raw_examples(prepared)[:32])
+    names = list(prepared.info.class_names)
+    ours = lab_logits(prepared, limit=32)
+    probabilities = np.exp(ours - ours.max(1, keepdims=True))
+    probabilities /= probabilities.sum(1, keepdims=True)
+    theirs = np.array([[{s["label"]: s["score"] for s in row}[name] for name in names] for row in scores])
+    assert theirs == pytest.approx(probabilities, abs=1e-5)
+    store.close()
+
+
+def test_a_decoder_body_is_refused_with_the_reason(tmp_path):
+    store = Store(tmp_path / "store")
+    record = lab.run(store=store, model="tiny:gpt2", discipline="dna-splice", max_steps=2, eval_every=1,
+                     train_size="200", precision="fp32")
+    with pytest.raises(LabError, match="gpt2 body; export writes the families bert, roberta, albert"):
+        lab.export_model(record.key, str(tmp_path / "gpt2"), store=store)
+    assert not (tmp_path / "gpt2").exists()
+    store.close()

@@ -3,18 +3,19 @@
 
 What a run's model is, and how each part is written:
 
-* the **body** is the backbone's own (BERT family: MiniLM, ``tiny:bert``, AntiBERTy): its trained weights as
-  they are, under ``bert.``;
+* the **body** is the backbone's own (the BERT, RoBERTa and ALBERT families: MiniLM, AntiBERTy, ``tiny:bert``,
+  the ``lab:`` models pretrained here): its trained weights as they are;
 * the **input side** is the vocab adapter's (possibly sliced) word table: its trained rows go back into the
   backbone's full table at their vocabulary ids, so untouched ids (``[UNK]``) keep their own rows;
 * the **token mapping** becomes the tokenizer: for symbol disciplines a ``tokenizers`` word-level tokenizer
   that turns each raw symbol into the id the run's mapping gave it, wrapped in ``[CLS] ... [SEP]`` as the
   run encoded it; for text the model's own tokenizer, with the table's rows permuted by the mapping
   (row ``i`` is the row the run fed for tokenizer id ``i``);
-* the **head** is one linear layer on the ``[CLS]`` row. BERT's classification head has a pooler first
-  (``tanh(dense(h))``), which the lab does not use; the pooler here computes the lab's head scaled by
-  :data:`EPSILON`, where tanh is linear to about ``(EPSILON*z)**2 / 3`` relative, and the classifier scales
-  it back. The predicted class is exactly the lab's (tanh is increasing); logits agree to about 1e-7.
+* the **head** is one linear layer on the first row (``[CLS]``, ``<s>``). The transformers classification
+  heads of these families put ``tanh(dense(h))`` first (BERT's and ALBERT's pooler, RoBERTa's head), which
+  the lab does not use; that dense layer here computes the lab's head scaled by :data:`EPSILON`, where tanh
+  is linear to about ``(EPSILON*z)**2 / 3`` relative, and the layer after the tanh scales it back. The
+  predicted class is exactly the lab's (tanh is increasing); logits agree to about 1e-7.
 
 Runs that cannot be written so are refused with the reason: inputs through a new adapter (vectors, the
 FPT symbol table), a probe (it reads a middle layer), a pooling other than ``[CLS]``, outputs that are not
@@ -35,7 +36,11 @@ from labcore.store import FINISHED
 
 EPSILON = 1e-4  # the head's scale inside the pooler's tanh (see the module's docstring)
 CHECK_EXAMPLES = 32  # test examples on which the written model must predict what the lab's does
-FAMILIES = ("bert",)  # bodies whose transformers classification model this module fills
+# Bodies whose transformers classification model this module fills: family -> (the layer before the tanh, the
+# layer after it) in that model's head, each a Linear on the first row's hidden state. Decoders (GPT-2, Llama)
+# read their last token with a head that has no bias, so the lab's head has no place there.
+HEADS = {"bert": ("bert.pooler.dense", "classifier"), "roberta": ("classifier.dense", "classifier.out_proj"),
+         "albert": ("albert.pooler", "classifier")}
 
 
 def refusal(spec: dict[str, Any]) -> str:
@@ -52,7 +57,8 @@ def refusal(spec: dict[str, Any]) -> str:
         return ("a probe reads a middle layer's hidden state; a transformers classification head reads the "
                 "last layer")
     if spec.get("pooling") not in ("auto", "cls"):
-        return (f"it pools with {spec.get('pooling')!r}; BERT's classification head reads the [CLS] row only")
+        return (f"it pools with {spec.get('pooling')!r}; a transformers classification head reads the first row "
+                f"([CLS], <s>) only")
     return ""
 
 
@@ -103,25 +109,26 @@ def _classifier(prepared, label_names: list[str]):
     if prepared.mapping is not None and prepared.mapping.is_text:
         table = table[torch.tensor(prepared.mapping.ids)]  # tokenizer id i feeds the row of mapped id i
     body = {name: tensor.float() for name, tensor in model.backbone.state_dict().items()}
-    body["embeddings.word_embeddings.weight"] = table
-    missing, unexpected = out.bert.load_state_dict(body, strict=False)
-    missing = [m for m in missing if not m.startswith("pooler.")]
+    missing, unexpected = out.base_model.load_state_dict(body, strict=False)
+    missing = [m for m in missing if not m.startswith("pooler.") and m != "embeddings.word_embeddings.weight"]
     if missing or unexpected:
         raise LabError(f"the run's body does not fill a {config.model_type} classifier (missing "
-                       f"{missing[:4]}, unexpected {unexpected[:4]}); export supports bodies of the families "
-                       f"{', '.join(FAMILIES)}")
-    hidden, classes = config.hidden_size, len(label_names)
+                       f"{missing[:4]}, unexpected {unexpected[:4]}); export writes the families "
+                       f"{', '.join(HEADS)}")
+    before, after = (out.get_submodule(path) for path in HEADS[config.model_type])
+    hidden, classes = before.out_features, len(label_names)
     if classes > hidden:
-        raise LabError(f"{classes} classes do not fit the {hidden}-wide pooler that carries the head")
+        raise LabError(f"{classes} classes do not fit the {hidden}-wide layer that carries the head")
     weight, bias = model.head.weight.detach().float(), model.head.bias.detach().float()
     with torch.no_grad():
-        out.bert.pooler.dense.weight.zero_()
-        out.bert.pooler.dense.bias.zero_()
-        out.bert.pooler.dense.weight[:classes] = EPSILON * weight
-        out.bert.pooler.dense.bias[:classes] = EPSILON * bias
-        out.classifier.weight.zero_()
-        out.classifier.weight[:, :classes] = torch.eye(classes) / EPSILON
-        out.classifier.bias.zero_()
+        out.get_input_embeddings().weight.copy_(table)
+        before.weight.zero_()
+        before.bias.zero_()
+        before.weight[:classes] = EPSILON * weight
+        before.bias[:classes] = EPSILON * bias
+        after.weight.zero_()
+        after.weight[:, :classes] = torch.eye(classes) / EPSILON
+        after.bias.zero_()
     return out
 
 
@@ -183,6 +190,7 @@ def exported_logits(classifier, tokenizer, texts: list[str]) -> np.ndarray:
 def model_card(job: dict[str, Any], prepared, folder_name: str) -> str:
     """README.md: what the model is, how it was trained and measured, and how to feed it."""
     record, info, spec = job["result"], prepared.info, prepared.spec
+    binfo_family = prepared.backbone_info.family
     metric = record.get("metric", "")
     mapping = prepared.mapping
     rows = ("\n".join(f"| `{s}` | {i} | `{t}` |" for s, i, t in zip(mapping.alphabet, mapping.ids, mapping.tokens))
@@ -226,9 +234,10 @@ Test examples: {record.get('test_examples', 0)}; trained on {record.get('train_e
 {record.get('steps_done', 0)} steps on {record.get('device_name') or record.get('device', '')} ({record.get('precision', '')}).
 
 ## Head
-The lab's head is one linear layer on the `[CLS]` row. BERT's classification head passes that row through a
-tanh pooler first, so the pooler here holds the lab's head scaled by {EPSILON:g} (where tanh is linear) and the
-classifier scales it back: the predicted class is the lab's, logits agree to about 1e-7 relative.
+The lab's head is one linear layer on the first row (`[CLS]`, `<s>`). The {binfo_family} classification head
+passes that row through tanh(dense(...)) first, so that dense layer holds the lab's head scaled by {EPSILON:g}
+(where tanh is linear) and the layer after the tanh scales it back: the predicted class is the lab's, logits
+agree to about 1e-7 relative.
 
 ## Data
 {info.source}. Licence: {info.licence}. Citation: {info.citation}.
@@ -249,15 +258,16 @@ def export_run(job: dict[str, Any], workdir: Path, folder: str | Path) -> Path:
     _check_exportable(job, workdir)
     prepared = load_trained(make_spec(**job["spec"]), workdir)
     info, binfo = prepared.info, prepared.backbone_info
-    if binfo.family not in FAMILIES:
+    if binfo.family not in HEADS:
         raise LabError(f"run {job['key'][:12]} has a {binfo.family} body; export writes the families "
-                       f"{', '.join(FAMILIES)} so far")
+                       f"{', '.join(HEADS)} (a decoder's transformers head reads its last token without a bias, "
+                       f"which the lab's head has)")
     if info.output_kind != "class":
         raise LabError(f"run {job['key'][:12]} predicts {info.output_kind} outputs; a text-classification model "
                        f"predicts one class")
     if prepared.model.pool_layer is not None or prepared.model.pooling != "cls":
         raise LabError(f"run {job['key'][:12]} pools layer {prepared.model.pool_layer} with "
-                       f"{prepared.model.pooling!r}; BERT's head reads the last layer's [CLS] row")
+                       f"{prepared.model.pooling!r}; a transformers head reads the last layer's first row")
     classifier, tokenizer = _classifier(prepared, list(info.class_names)), _tokenizer(prepared)
     texts = raw_examples(prepared)[:CHECK_EXAMPLES]
     ours, theirs = lab_logits(prepared, limit=CHECK_EXAMPLES), exported_logits(classifier, tokenizer, texts)
