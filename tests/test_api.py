@@ -129,9 +129,16 @@ def test_analyze_atlas_and_recipe_read_as_the_pages_do(ran):
     store, record, _ = ran
     result = lab.analyze("params", models=["tiny:bert", "tiny:bert@random@1"], store=store)
     assert result["models"] == ["tiny:bert/pretrained", "tiny:bert/random seed 1"]
-    assert lab.analyze("params", models=["tiny:bert", "tiny:bert@random@1"], store=store) == result  # stored
+    assert lab.analyze("params", models=["tiny:bert", "tiny:bert@random@1"], store=store) == result  # seeded
     with pytest.raises(LabError, match="valid analyses"):
         lab.analyze("palmistry")
+    from labcore.executor import executor_for
+    from labcore.jobs.analyses import ModelRef, SPEC_TYPES
+
+    queued = executor_for(store, autostart=False).submit(SPEC_TYPES["params"](models=(ModelRef(model="tiny:bert"),)))
+    with pytest.raises(LabError, match="params job, not a training run"):
+        lab.curves(queued.key, store=store)
+    store.cancel(queued.key)
     grid = lab.atlas(store=store)
     assert list(grid.table[["model", "discipline"]].iloc[0]) == ["tiny:bert", "dna-splice"] and grid.figure.data
     kao = lab.recipe("kao", seeds=[0], store=store)

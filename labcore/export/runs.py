@@ -26,11 +26,16 @@ def run_curves(store: Any, key: str) -> dict[str, list[tuple[int, float]]]:
 
 
 def run_keys(store: Any, keys: str | Iterable[str] | None = None, group: str | None = None) -> list[str]:
-    """The full keys of the runs ``keys`` (prefixes will do) and of the stored group ``group``, in order."""
+    """The full keys of the runs ``keys`` (prefixes will do) and of the training runs of the stored group
+    ``group``, in order; a key of another kind of job is refused."""
     chosen = [keys] if isinstance(keys, str) else list(keys or [])
     out = [store.resolve_key(k) for k in chosen]
-    if group:
-        out += [k for k in store.group(group)["keys"] if k not in out]
+    for key in out:
+        kind = store.record(key).get("kind", "run")
+        if kind != "run":
+            raise LabError(f"{key[:12]} is a {kind} job, not a training run: it has no curves or run record")
+    if group:  # a recipe's group holds its analyses too: only its runs
+        out += [k for k in store.group(group)["keys"] if k not in out and (store.get(k) or {}).get("kind", "run") == "run"]
     if not out:
         raise LabError("name the runs: give keys (or key prefixes) or a group; `python -m labcore status` lists them")
     return out
