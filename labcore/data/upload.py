@@ -600,11 +600,6 @@ def start_save(name: str, filename: str, data: bytes, kind: str | None = None, *
     time and memory, never the caller (the Streamlit server).
     """
     data = _as_bytes(data, filename)
-    if not label_field and not split_field and detect_kind(filename, kind) in ("csv", "fasta"):
-        # Without options, the fields the Data page's preview suggests (a >id|label|split FASTA: the label in
-        # field 2, the split in field 3), so the library and the page read one file the same way.
-        suggested = fields.preview(detect_kind(filename, kind), data)
-        label_field, split_field = suggested.label_field, suggested.split_field
     request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate, windows=windows,
                            patch_size=patch_size, label_field=label_field, split_field=split_field,
                            skip_unreadable=skip_unreadable, limits=limits)
