@@ -10,11 +10,11 @@ A plain library: nothing here imports Streamlit, so the CLI, the worker and the 
 __version__ = "0.1.0"
 
 # The Python API (labcore.api), reached as ``labcore.runs(...)`` without importing it, pandas or the store
-# until first use, so ``import labcore`` stays light for the worker and the pages. run, sweep, compare and
-# atlas share their names with modules of this package, so they are reached as ``labcore.api.run`` (or
+# until first use, so ``import labcore`` stays light for the worker and the pages. run, sweep, spec, compare
+# and atlas share their names with modules of this package, so they are reached as ``labcore.api.run`` (or
 # ``import labcore.api as lab``); every other public function of the API is here too.
-_API = ("analyze", "curves", "export_model", "export_tensorboard", "recipe", "records", "runs", "spec", "specs",
-        "submit", "wait")
+_API = ("analyze", "curves", "export_model", "export_tensorboard", "recipe", "records", "runs", "specs", "submit",
+        "wait")
 
 
 def __getattr__(name: str):

@@ -116,6 +116,7 @@ def test_sweep_specs_are_the_product_of_the_lists():
 
 
 def test_import_labcore_stays_light():
+    import importlib
     import subprocess
     import sys
 
@@ -123,6 +124,10 @@ def test_import_labcore_stays_light():
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     assert labcore.api is lab
+    importlib.import_module("labcore.cli")  # most of the package's modules: none may hide an API name
+
+    assert all(getattr(labcore, name) is getattr(lab, name) for name in labcore._API)
+    assert set(labcore._API) <= set(lab.__all__)
 
 
 def test_analyze_atlas_and_recipe_read_as_the_pages_do(ran):
