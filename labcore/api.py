@@ -256,6 +256,8 @@ class Comparison:
     table: pd.DataFrame  # one row per condition: n, mean, std, 95 % t-interval, majority, steps to converge
     bars: Any  # plotly Figure: the test metric's mean with std error bars
     curves: Any  # plotly Figure: mean train loss and validation metric with std bands
+    paper: pd.DataFrame  # Kao & Lee's table 5: mean (std) in percent, conditions by discipline
+    steps: pd.DataFrame  # FPT's table 6: steps to converge and the speed-up (empty without a pretrained-random pair)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display
@@ -273,7 +275,8 @@ def compare(keys: str | Iterable[str] | None = None, *, group: str | None = None
         raise LabError("none of these runs has a result yet; wait for them (lab.wait) and compare again")
     table = figures.summary_table(chosen)
     return Comparison(table, figures.bars_with_error(table, title="Test metric: mean ± std over seeds"),
-                      figures.condition_curves(chosen, smoothing=smoothing))
+                      figures.condition_curves(chosen, smoothing=smoothing), figures.paper_table(table),
+                      figures.steps_to_converge_table(chosen))
 
 
 @dataclass(frozen=True)

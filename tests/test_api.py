@@ -84,6 +84,7 @@ def test_compare_is_the_compare_pages_table_and_figures(ran):
     shown = lab.compare([record.key], store=store)
     assert shown.table.iloc[0]["n"] == 1 and shown.table.iloc[0]["mean"] == pytest.approx(record.test_value)
     assert shown.bars.data and shown.curves.data
+    assert shown.paper.shape == (1, 1) and shown.steps.empty  # one condition, no pretrained-random pair
 
 
 def test_bad_fields_get_the_clis_errors(capsys):
