@@ -11,8 +11,8 @@ import argparse
 import sys
 from typing import Any, Sequence
 
-from labcore import cli_analyze, cli_recipe, cli_store, cli_tune, cli_worker
-from labcore.cli_args import key_values, add_spec_arguments, spec_from_args, specs_from_sweep_args
+from labcore import cli_analyze, cli_export, cli_recipe, cli_store, cli_tune, cli_worker
+from labcore.cli_args import add_spec_arguments, key_values, listed, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
 from labcore.events import describe
 
@@ -211,6 +211,8 @@ def cmd_body(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from labcore.pretrain import corpora
+
     parser = argparse.ArgumentParser(prog="python -m labcore", description="Transfer Lab command line")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -246,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     cli_worker.add_queue_arguments(p)
 
     p = sub.add_parser("pretrain", help="MLM-pretrain a small model on an L1 corpus; it becomes lab:<name>")
-    p.add_argument("--corpus", default="nested", help="an L1 corpus (uniform, zipf, nested, flat, nested-50 ...)")
+    p.add_argument("--corpus", default="nested", help="an L1 corpus: " + listed(corpora.CORPORA.__getitem__))
     p.add_argument("--size", default="cpu", help="tiny, cpu (4 x 256, the default) or paper (RoBERTa-base shape)")
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--tokens", type=int, default=0, help="train on about this many tokens instead of --steps")
@@ -270,6 +272,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_body)
 
     cli_recipe.add_arguments(sub)
+    cli_export.add_arguments(sub)
     cli_worker.add_commands(sub)
     cli_store.add_commands(sub)
     return parser

@@ -14,7 +14,7 @@ import sys
 import time
 
 from labcore import jobs
-from labcore.cli_args import key_values
+from labcore.cli_args import disciplines_help, key_values, models_help
 from labcore.errors import LabError
 from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, ModelRef
 
@@ -38,8 +38,9 @@ def add_arguments(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("analyze", help="why transfer works: one analysis of models (JSON on the last line)")
     p.add_argument("kind", choices=ANALYSES)
     p.add_argument("--model", action="append", default=None, metavar="NAME[@INIT[@SEED[@MAPPING]]]|run=KEY",
-                   help="a model to analyse (repeat; default: minilm and minilm@random)")
-    p.add_argument("--discipline", default=None)
+                   help="a model to analyse (repeat; default: minilm and minilm@random); NAME is "
+                        + models_help().removeprefix("the body: "))
+    p.add_argument("--discipline", default=None, help=disciplines_help())
     p.add_argument("--dparam", action="append", metavar="KEY=VALUE", help="discipline parameter")
     p.add_argument("--split", default=None)
     p.add_argument("--examples", type=int, default=None)
@@ -83,11 +84,18 @@ def cmd_analyze(args: argparse.Namespace) -> int:
         submission = executor_for(store, autostart=False).submit(spec)
         print(json.dumps({"key": submission.key, "status": submission.status, "outcome": submission.outcome}))
         return 0
+    result = analyze_here(spec, store, log=lambda m: print(m, file=sys.stderr))
+    print(json.dumps(result))
+    return 0
+
+
+def analyze_here(spec, store, log=lambda _m: None) -> dict:
+    """Run one analysis spec in this process (a finished one comes from the store) and return its result."""
+    job = jobs.new_job(spec)
     cached = store.get(job.key)
     if cached is not None and cached["status"] == "done":
-        print(f"{job.label}: from the store", file=sys.stderr)
-        print(json.dumps(cached["result"]))
-        return 0
+        log(f"{job.label}: from the store")
+        return cached["result"]
     kind = jobs.get_kind(job.kind)
     inputs = {}
     for key in job.requires:
@@ -100,9 +108,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     for event in kind.handler(kind.from_dict(job.spec), jobs.JobContext(workdir=store.workdir(job.key),
                                                                        inputs=inputs)):
         if event["type"] == "log":
-            print(event["message"], file=sys.stderr)
+            log(event["message"])
         elif event["type"] == "result":
             result = event["record"]
-    print(f"{job.label}: {time.perf_counter() - started:.1f} s", file=sys.stderr)
-    print(json.dumps(result))
-    return 0
+    log(f"{job.label}: {time.perf_counter() - started:.1f} s")
+    return result

@@ -8,10 +8,11 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from labcore.errors import LabError
-from labcore.spec import COUNT_LIMIT, COUNTS, TABLE_FORM, RunSpec, make_spec
+from labcore.spec import (BUDGET_PARAMS, BUDGETS, COUNT_LIMIT, COUNTS, INPUT_ADAPTERS, MAPPING_KINDS, POOLINGS,
+                          PRECISIONS, TABLE_FORM, TRAIN_SIZES, RunSpec, make_spec)
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:
     """``--store DIR``: every command that reads or writes the store takes one (scripts and tests use their own)."""
@@ -59,10 +60,55 @@ def key_values(items: Sequence[str] | None, flag: str) -> dict[str, Any]:
     return out
 
 
+def listed(lookup: Callable[[str], Any]) -> str:
+    """The valid names a registry lists in its error for an unknown name: --help shows the same list (with
+    the forms a name may take, such as ``tiny:<family>``) as the error, from one place."""
+    try:
+        lookup("?")
+    except LabError as error:
+        return str(error).partition("valid names: ")[2] or str(error)
+    return ""
+
+
+def models_help() -> str:
+    from labcore.models.backbones import resolve_backbone
+
+    return "the body: " + listed(resolve_backbone)
+
+
+def disciplines_help() -> str:
+    from labcore import data
+    from labcore.data import glue
+
+    return "the data: " + ", ".join(data.names()) + "; or glue-<task> (" + ", ".join(glue.names()) + ")"
+
+
+def protocols_help() -> str:
+    from labcore.protocols import PROTOCOLS
+
+    return "what trains: " + listed(PROTOCOLS.__getitem__) + " (--pparam KEY=VALUE sets its switches)"
+
+
+def _field_help() -> dict[str, str]:
+    """--help text of the flags that name things: the valid values, as the errors list them."""
+    from labcore.models import INITS
+
+    out = {"model": models_help(), "init": listed(INITS.__getitem__), "discipline": disciplines_help(),
+           "protocol": protocols_help(), "mapping": ", ".join(MAPPING_KINDS),
+           "input_adapter": ", ".join(INPUT_ADAPTERS), "pooling": ", ".join(POOLINGS),
+           "precision": ", ".join(PRECISIONS), "budget": ", ".join(BUDGETS),
+           # argparse formats help with %: a percentage is written %%
+           "train_size": (", ".join(TRAIN_SIZES) + ", or any count or percentage").replace("%", "%%")}
+    out.update({f.name: ", ".join(f.metadata["choices"]) for f in BUDGET_PARAMS if "choices" in f.metadata})
+    return out
+
+
 def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
-    """One flag per RunSpec field (text; converted by spec_from_args)."""
+    """One flag per RunSpec field (text; converted by spec_from_args); the flags that name things list the
+    valid names in --help."""
+    helps = _field_help()
     for f in _SPEC_FIELDS:
-        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None)
+        parser.add_argument(f"--{f.name.replace('_', '-')}", dest=f.name, default=None, help=helps.get(f.name))
     parser.add_argument("--dparam", action="append", metavar="KEY=VALUE", help="discipline parameter")
     parser.add_argument("--pparam", action="append", metavar="KEY=VALUE", help="protocol parameter")
     parser.add_argument("--mapping-table", dest="mapping_table", default=None,

@@ -346,6 +346,20 @@ def group_by_condition(records: Iterable[RunRecord], *, with_discipline: bool = 
     return out
 
 
+def condition_curves(records: Sequence[RunRecord], *, smoothing: float = 0.6) -> go.Figure:
+    """The Compare page's curves: each condition's mean train loss (solid) and validation metric (dashed)
+    with std bands over its seeds, coloured by role (pretrained blue, random orange)."""
+    records = list(records)
+    grouped = group_by_condition(records, with_discipline=len({r.spec.get("discipline") for r in records}) > 1)
+    train = {label: [[tuple(p) for p in r.train_loss] for r in members] for label, members in grouped.items()}
+    validation = {label: [[tuple(p) for p in r.val_curve] for r in members] for label, members in grouped.items()}
+    roles = dict(zip(grouped, distinct_roles(list(grouped), [role_of(m[0].spec) for m in grouped.values()])))
+    metric = ", ".join(dict.fromkeys(r.metric for r in records))
+    return mean_std_curves(train, roles=roles, validation=validation, smoothing=smoothing,
+                           metric=metric.replace("_", " "),
+                           title="Train loss (solid) and validation metric (dashed): mean ± std")
+
+
 SUMMARY_COLUMNS = ["condition", "role", "discipline", "metric", "n", "not_done", "mean", "std", "ci_low",
                    "ci_high", "majority", "steps_to_converge"]
 

@@ -95,7 +95,6 @@ if small:
                icon=":material/warning:")
 summary = figures.summary_table(records)
 named_by = figures.condition_fields(records)  # once: per run it made the tables quadratic (13 s at 1,000 runs)
-several_disciplines = summary["discipline"].nunique() > 1
 
 # ---------------------------------------------------------------------------------------------- tables
 st.subheader("Test metric per condition")
@@ -133,15 +132,7 @@ st.plotly_chart(figures.bars_with_error(summary, title="Test metric: mean ± std
 st.subheader("Mean curves with std bands (Kao & Lee fig. 4)")
 st.session_state.setdefault("keep.cmp.smoothing", 0.6)
 smoothing = st.slider("Smoothing of the mean train loss", 0.0, 0.95, step=0.05, key="keep.cmp.smoothing")
-grouped = figures.group_by_condition(records, with_discipline=several_disciplines)
-train = {label: [[tuple(p) for p in r.train_loss] for r in members] for label, members in grouped.items()}
-validation = {label: [[tuple(p) for p in r.val_curve] for r in members] for label, members in grouped.items()}
-roles = dict(zip(grouped, figures.distinct_roles(list(grouped), [figures.role_of(m[0].spec)
-                                                                  for m in grouped.values()])))
-metric = ", ".join(dict.fromkeys(r.metric for r in records))
-st.plotly_chart(figures.mean_std_curves(train, roles=roles, validation=validation, smoothing=smoothing,
-                                        metric=metric.replace("_", " "),
-                                        title="Train loss (solid) and validation metric (dashed): mean ± std"),
+st.plotly_chart(figures.condition_curves(records, smoothing=smoothing),
                 key="cmp-curves")
 st.caption("Curves are averaged up to the shortest run's last step; a run's train loss is the record's thinned "
            "curve (every logged step for short runs).")

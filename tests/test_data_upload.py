@@ -617,8 +617,9 @@ def split_fasta(n_per_split=(16, 4, 4)):
 
 
 def test_a_split_field_read_as_the_label_is_flagged_not_shown_as_classes():
-    # The default (text after the last '|') reads the split as the class: the save says so.
-    info = save_upload("bars", "t.fasta", split_fasta((16, 6, 6)))
+    # A label field chosen where the split is (the last field, which was once the default) reads the split as
+    # the class: the save says so.
+    info = save_upload("bars", "t.fasta", split_fasta((16, 6, 6)), label_field="field 3")
     assert info.class_names == ("testing", "training", "validation")
     assert info.warnings and "split names, not classes" in info.warnings[0]
     discipline = disciplines.get("upload:bars")
@@ -667,6 +668,16 @@ def test_a_file_sorted_by_class_still_gets_its_label_field_suggested():
     assert info.split_counts[0] + info.split_counts[2] == n_first + 300
 
 
+def test_without_options_the_library_reads_the_fields_the_preview_suggests():
+    from labcore.data import fields
+
+    data = split_fasta()
+    suggested = fields.preview("fasta", data)
+    info = save_upload("bars", "t.fasta", data)
+    assert (info.options.label_field, info.options.split_field) == (suggested.label_field, suggested.split_field)
+    assert info.class_names == ("0", "1") and info.warnings == () and info.split_counts == (16, 4, 4)
+
+
 def test_the_chosen_label_and_split_fields_give_the_right_classes_and_splits():
     info = save_upload("bars", "t.fasta", split_fasta(), label_field="field 2", split_field="field 3")
     assert info.class_names == ("0", "1") and info.warnings == ()
@@ -704,7 +715,9 @@ def test_csv_label_and_split_columns_are_chosen():
     assert (preview.label_field, preview.split_field) == ("class", "fold")
     info = save_upload("cols", "c.csv", data, label_field="class", split_field="fold")
     assert info.class_names == ("neg", "pos") and info.split_counts == (12, 12, 12)
-    raises(r"the header must name the columns 'sequence' and 'label'", save_upload, "x", "c.csv", data)
+    # Without options the library takes the preview's suggestion, as the Data page does.
+    unasked = save_upload("x", "c.csv", data)
+    assert unasked.class_names == ("neg", "pos") and unasked.split_counts == (12, 12, 12)
 
 
 def fine_midi_bytes(beats=1100, resolution=10_080):

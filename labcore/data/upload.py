@@ -392,11 +392,17 @@ def save_upload(name: str, filename: str, data: bytes, kind: str | None = None, 
     votes make the record's prediction, with ``truncate=True`` they are cut to ``max_length``, with
     neither they are refused. ``label_field`` and
     ``split_field`` say which CSV column or FASTA header field (``field 2``) holds the label and the
-    file's own split (see :mod:`labcore.data.fields`). Raises
+    file's own split (see :mod:`labcore.data.fields`); given neither, the fields the Data page's preview
+    suggests (:func:`labcore.data.fields.preview`). Raises
     :class:`DataValidationError` naming the line or file and the fix; then nothing is stored or changed.
     Parses in this process; the Data page uses :func:`start_save`, which parses in a subprocess.
     """
     data = _as_bytes(data, filename)
+    if not label_field and not split_field and detect_kind(filename, kind) in ("csv", "fasta"):
+        # Without options, the fields the Data page's preview suggests (a >id|label|split FASTA: the label in
+        # field 2, the split in field 3), so the library and the page read one file the same way.
+        suggested = fields.preview(detect_kind(filename, kind), data)
+        label_field, split_field = suggested.label_field, suggested.split_field
     request = save_request(name, filename, len(data), kind, max_length=max_length, truncate=truncate, windows=windows,
                            patch_size=patch_size, label_field=label_field, split_field=split_field,
                            skip_unreadable=skip_unreadable, limits=limits)
