@@ -24,20 +24,40 @@ def _without(spec: Mapping[str, Any], repeat_fields: Sequence[str]) -> dict[str,
     return out
 
 
+def _condition_of(spec: Mapping[str, Any], repeat_fields: Sequence[str]) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in _without(spec, repeat_fields).items()))
+
+
 def condition(record: RunRecord, repeat_fields: Sequence[str] = REPEAT_FIELDS) -> tuple:
-    return tuple(sorted((k, str(v)) for k, v in _without(record.spec, repeat_fields).items()))
+    """The record's spec less its repeat fields, as sorted (field, text) pairs: what names its condition.
+
+    Kept on the record itself (a frozen dataclass still has a ``__dict__``; fields, equality and ``to_dict``
+    never see it): a page groups the same thousands of records several times and works each one out once."""
+    memo = record.__dict__.setdefault("_conditions", {})
+    found = memo.get(tuple(repeat_fields))
+    if found is None:
+        found = memo[tuple(repeat_fields)] = _condition_of(record.spec, repeat_fields)
+    return found
+
+
+def _varying_of(conditions: Sequence[tuple]) -> list[str]:
+    """The fields, sorted, whose text differs between the conditions (a field one lacks reads "None")."""
+    distinct = set(conditions)  # most runs repeat a condition: compare each distinct one once
+    if len(distinct) < 2:
+        return []
+    pairs = [dict(c) for c in distinct]
+    keys = sorted({k for c in pairs for k in c})
+    return [k for k in keys if len({c.get(k, "None") for c in pairs}) > 1]
 
 
 def varying(specs: Sequence[Mapping[str, Any]], ignore: Sequence[str] = REPEAT_FIELDS) -> list[str]:
     """The fields, sorted, whose value differs between ``specs`` (plain spec dicts), ``ignore`` apart."""
-    specs = [_without(spec, ignore) for spec in specs]
-    keys = sorted({k for spec in specs for k in spec})
-    return [k for k in keys if len({str(spec.get(k)) for spec in specs}) > 1]
+    return _varying_of([_condition_of(spec, ignore) for spec in specs])
 
 
 def varying_fields(records: Sequence[RunRecord], repeat_fields: Sequence[str] = REPEAT_FIELDS) -> list[str]:
     """Spec fields whose value differs between the records' conditions (what a table must show)."""
-    return varying([r.spec for r in records], repeat_fields)
+    return _varying_of([condition(r, repeat_fields) for r in records])
 
 
 def by_condition(records: Iterable[RunRecord], repeat_fields: Sequence[str] = REPEAT_FIELDS) -> list[list[RunRecord]]:

@@ -32,6 +32,9 @@ def unpack_correct(text: str) -> "Any":
     return np.unpackbits(np.frombuffer(base64.b64decode(data), dtype=np.uint8))[:int(count)].astype(bool)
 
 
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
 @dataclass(frozen=True)
 class RunRecord:
     key: str
@@ -93,7 +96,9 @@ class RunRecord:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "RunRecord":
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _FIELD_NAMES.get(cls)
+        if names is None:  # once per class: a page reads thousands of records
+            names = _FIELD_NAMES[cls] = frozenset(f.name for f in dataclasses.fields(cls))
         return cls(**{k: v for k, v in values.items() if k in names})
 
     @classmethod
