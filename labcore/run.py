@@ -525,11 +525,17 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
 
 
 def _speed(fit: _Fit, end: dict[str, Any], mean_tokens: float) -> dict[str, Any]:
-    """The record's device and speed fields (:func:`labcore.device.speed_fields`) and the loop's host reads."""
+    """The record's device and speed fields (:func:`labcore.device.speed_fields`) and the loop's host reads.
+
+    The FLOPs a token are counted on the eager model as it computes (:func:`labcore.flops.flops_per_token`):
+    the pooled-row last block, frozen weights' missing gradients and the head's one row a sequence included."""
+    from labcore import flops as counting
+
     if fit.features_only:  # the head trains on one cached feature row per example, not on its tokens
         flops = devices.module_flops_per_token(fit.trained_module, 1.0) / max(mean_tokens, 1.0)
     else:
-        flops = devices.module_flops_per_token(fit.trained_module, mean_tokens)
+        model = fit.prepared.model
+        flops = counting.flops_per_token(model, lambda b: model(b.inputs, b.mask), fit.train_data, fit.device)
     return {**devices.speed_fields(fit.device, fit.precision, end["samples_per_s"] * mean_tokens, flops),
             "host_reads": end.get("host_reads", 0)}
 
