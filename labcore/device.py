@@ -3,7 +3,8 @@
 * :func:`choose_device`: ``cuda`` where torch sees a GPU, else ``cpu``; ``TRANSFERLAB_DEVICE=cpu|cuda|cuda:N``
   overrides, and a value that cannot be honoured is an error naming the setting and the fix.
 * :func:`resolve_precision`: ``auto`` is bf16 autocast where the hardware has native bf16 (a GPU that supports
-  it, a CPU with AVX-512 BF16 or AMX), else fp32; :func:`setup` turns TF32 matmuls on for fp32 on CUDA.
+  it, a CPU with AMX, or one with AVX-512 BF16 whose bf16 products measured faster than fp32's), else fp32;
+  :func:`setup` turns TF32 matmuls on for fp32 on CUDA.
 * :func:`budget_device`: the device kind a submission's budget is resolved for (``standard`` trains larger
   batches on a GPU), decided without importing torch, since pages resolve specs too.
 * :func:`visible_gpus`: the GPUs this process may hand to workers (``CUDA_VISIBLE_DEVICES`` or the driver's
@@ -168,29 +169,85 @@ def loss_every(device: str) -> int:
 
 
 # ------------------------------------------------------------------------------------------- precision
-def native_bf16(device: str) -> bool:
-    """bf16 pays off only where the hardware has it: CUDA with bf16 support, or a CPU with AVX-512 BF16/AMX.
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``); empty where they cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
 
-    Without it a CPU emulates bf16: on a 2-core AMD EPYC without either (one thread, a shared machine), a
+
+def native_bf16(device: str) -> bool:
+    """bf16 pays off only where the hardware has it: CUDA with bf16 support, a CPU with AMX, or a CPU with
+    AVX-512 BF16 whose bf16 products measured faster than its fp32 ones (:func:`bf16_measured_faster`).
+
+    Without either a CPU emulates bf16: on a 2-core AMD EPYC without them (one thread, a shared machine), a
     1024 x 1024 matrix product ran at 0.2-0.3 GFLOP/s in bf16 against 13-23 in fp32, and the lab's MiniLM
     fine-tune step (dna-splice, batch 16) at 0.3-0.4 samples/s under bf16 autocast against 1.7-5.7 in fp32
-    (``bench/throughput.py --precisions``): ``auto`` is fp32 there."""
+    (``bench/throughput.py --precisions``). AVX-512 BF16 alone does not settle it: on a 2-core Intel Xeon with
+    it and no AMX, 2048-square products ran at about 167 GFLOP/s in bf16 and 330 in fp32, and the lab's step
+    was slower under bf16 autocast. Until this machine's rates are measured (:func:`resolve_precision` does it
+    once) the flag stands for it. Reads files only: pages call it without torch."""
     if kind(device) == "cuda":
         import torch
 
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    flags = cpu_flags()
+    if "amx_bf16" in flags:
+        return True
+    if "avx512_bf16" not in flags:
         return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    faster = bf16_measured_faster()
+    return True if faster is None else faster
+
+
+def bf16_fp32_rates(path: Path | None = None) -> tuple[float, float] | None:
+    """This CPU's kept bf16 and fp32 product rates (:func:`peak_flops`' figures, FLOP/s) at the most threads
+    both were measured on; None where both have not been measured yet."""
+    rates = _read_rates(path or paths.cache_dir() / RATES_FILE)
+    by_threads: dict[int, dict[str, float]] = {}
+    for key, entry in rates.items():
+        parts = key.split("|")
+        if len(parts) == 5 and parts[0] == "cpu" and parts[1] == describe("cpu") and \
+                parts[4] == f"gemm {PEAK_SIDE['cpu']}":
+            by_threads.setdefault(int(parts[3].split()[0]), {})[parts[2]] = entry["flops_per_s"]
+    both = [(threads, r) for threads, r in by_threads.items() if "bf16" in r and "fp32" in r]
+    if not both:
+        return None
+    _, rates_at = max(both, key=lambda pair: pair[0])
+    return rates_at["bf16"], rates_at["fp32"]
+
+
+def bf16_measured_faster(path: Path | None = None) -> bool | None:
+    """Whether this CPU's bf16 products measured faster than its fp32 ones; None where not measured yet."""
+    rates = bf16_fp32_rates(path)
+    return None if rates is None else rates[0] > rates[1]
+
+
+def precision_notes(requested_precision: str, precision: str, device: str) -> list[str]:
+    """Why ``auto`` gave ``precision`` where the CPU's flags alone do not decide it, for the run's record."""
+    rates = bf16_fp32_rates()
+    if requested_precision != "auto" or kind(device) != "cpu" or "amx_bf16" in cpu_flags() or \
+            "avx512_bf16" not in cpu_flags() or rates is None:
+        return []
+    return [f"{precision}: this CPU has AVX-512 BF16 without AMX, and its bf16 products measured "
+            f"{rates[0] / 1e9:,.0f} GFLOP/s against fp32's {rates[1] / 1e9:,.0f}"]
 
 
 def resolve_precision(requested_precision: str, device: str) -> str:
-    """``bf16`` or ``fp32``: ``auto`` is bf16 where the device has native bf16, else fp32."""
-    if requested_precision == "auto":
-        return "bf16" if native_bf16(device) else "fp32"
-    return requested_precision
+    """``bf16`` or ``fp32``: ``auto`` is bf16 where the device has native bf16, else fp32. On a CPU with AVX-512
+    BF16 and no AMX both precisions' peaks are measured first (once per machine, a few seconds each)."""
+    if requested_precision != "auto":
+        return requested_precision
+    if kind(device) == "cpu" and "avx512_bf16" in cpu_flags() and "amx_bf16" not in cpu_flags() and \
+            bf16_measured_faster() is None:
+        for precision in ("bf16", "fp32"):
+            peak_flops(device, precision)
+    return "bf16" if native_bf16(device) else "fp32"
 
 
 def autocast(precision: str, device: str):
@@ -222,8 +279,10 @@ def setup(device: str, precision: str) -> list[str]:
 
 
 def compile_enabled() -> bool:
-    """``TRANSFERLAB_COMPILE=1`` turns torch.compile on (off by default: on short runs its compile time, tens
-    of seconds, can exceed what it saves)."""
+    """``TRANSFERLAB_COMPILE=1`` turns torch.compile on. Off by default: on 2 Intel Xeon cores (fp32, MiniLM,
+    dna-splice) the compiled blocks trained no faster than eager ones (``bench/levers.py``), since the step's
+    time is mostly its matrix products, which compiling leaves to the same library; the compile itself took
+    about 45 s cold and 4 s from the warm cache."""
     text = os.environ.get(COMPILE_SETTING, "").strip()
     if text not in ("", "0", "1"):
         raise LabError(f"{COMPILE_SETTING}={text!r}: set it to 1 to compile models with torch.compile, or 0 (the "
@@ -231,14 +290,26 @@ def compile_enabled() -> bool:
     return text == "1"
 
 
+def compile_blocks(model: Any) -> Any:
+    """A lab model's transformer blocks each compiled on their own (regional compilation), in place.
+
+    Every block has the same graph, so one compile serves all of them; the input adapter (whose range check
+    reads a value to the host) and the pooled-row last block (a module swapped in for one forward) stay eager,
+    outside any graph. The module keeps its parameters and their names: protocols and checkpoints see the
+    same model. Compiled code is kept under the lab cache (``inductor/``), so a machine pays a cold compile
+    once and later processes load it."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(paths.cache_dir() / "inductor"))
+    for block in model.structure.layers:
+        block.compile()  # static shapes first; torch makes a length dynamic once it changes
+    return model
+
+
 def maybe_compile(module: Any) -> tuple[Any, list[str]]:
-    """``module`` compiled where :func:`compile_enabled`, with a note; else as it is."""
+    """``module`` (a lab model) with its blocks compiled where :func:`compile_enabled`, with a note; else as it
+    is."""
     if not compile_enabled():
         return module, []
-    import torch
-
-    # dynamic: batches are bucketed by length, so shapes vary; one graph for all of them.
-    return torch.compile(module, dynamic=True), ["compiled with torch.compile (TRANSFERLAB_COMPILE=1)"]
+    return compile_blocks(module), ["blocks compiled with torch.compile (TRANSFERLAB_COMPILE=1)"]
 
 
 def peak_memory_mb(device: str) -> float:

@@ -340,6 +340,7 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     elif resolved.deterministic:
         device_notes.append("deterministic: torch's deterministic algorithms on")
     precision = devices.resolve_precision(resolved.precision, device)
+    device_notes += devices.precision_notes(resolved.precision, precision, device)
     for note in device_notes + devices.setup(device, precision) + device_kernels(model, device):
         notes.append(note)
         yield _log(note)
@@ -416,7 +417,7 @@ def _model_target(fit: _Fit) -> None:
     """Train and predict with the whole model."""
     model, splits = fit.prepared.model, fit.prepared.splits
     fit.trained_module = model
-    trained, fit.compile_notes = devices.maybe_compile(model)  # training's forward; predictions stay eager
+    trained, fit.compile_notes = devices.maybe_compile(model)  # in place: predictions run the compiled blocks too
     fit.forward = lambda batch: trained(batch.inputs, batch.mask)
     fit.predict = lambda split: _predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)
     fit.train_data = splits["train"]
