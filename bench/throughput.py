@@ -123,14 +123,22 @@ def lab_speed(setting: Setting, prepare=lambda model: model) -> Measured:
 
 
 def lab_floor(setting: Setting):
-    """The GEMM floor of the lab's step: its linear products on one training batch, timed alone."""
+    """The GEMM floor of the lab's timed steps: the linear products of the very batches :func:`lab_speed` times
+    (the loop's order: seed 0, first epoch, after the warm-up), timed alone and summed; with their samples."""
     from labcore import flops
     from labcore.encode import iterate
 
     prepared, device, precision = lab_prepared(setting)
     model = prepared.model
-    batch = next(iterate(prepared.splits["train"], setting.batch, shuffle=True, seed=0, device=device))
-    return flops.gemm_floor(flops.linear_calls(model, lambda: model(batch.inputs, batch.mask)), precision, device)
+    floors, samples = [], 0
+    batches = iterate(prepared.splits["train"], setting.batch, shuffle=True, seed=0, device=device,
+                      skip=setting.warmup)
+    for _, batch in zip(range(setting.steps), batches):
+        calls = flops.linear_calls(model, lambda: model(batch.inputs, batch.mask))
+        floors.append(flops.gemm_floor(calls, precision, device))
+        samples += len(batch.index)
+    return flops.GemmFloor(sum(f.seconds for f in floors), sum(f.flops for f in floors),
+                           sum(f.products for f in floors)), samples
 
 
 @dataclass(frozen=True)
@@ -243,21 +251,26 @@ def main() -> None:
         labs.append(lab), trainers.append(trainer), sames.append(same)
         print(f"round {round_}: lab {lab.samples_per_s:.1f} ({lab.precision}), trainer (defaults, fp32) "
               f"{trainer.samples_per_s:.1f}, trainer ({lab.precision}) {same.samples_per_s:.1f} samples/s; "
-              f"GEMM floor {floors[-1].seconds * 1e3:.0f} ms a step", flush=True)
+              f"GEMM floor {floors[-1][0].seconds / floors[-1][1] * args.batch * 1e3:.0f} ms a step", flush=True)
     lab, trainer, same = (median_measured(v) for v in (labs, trainers, sames))
-    peaks = {p: devices.measure_matmul_flops("cpu" if not torch.cuda.is_available() else "cuda", p)
-             for p in sorted({lab.precision, "fp32"})}
-    floor = sorted(floors, key=lambda f: f.seconds)[len(floors) // 2]
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    # The machine's kept peak (the best of its first measurements, the figure every run's record uses), and a
+    # reading now, which a busy moment lowers.
+    peaks = {p: devices.peak_flops(device, p) for p in sorted({lab.precision, "fp32"})}
     for p, rate in peaks.items():
-        print(f"peak {p}: {rate / 1e9:,.1f} GFLOP/s (products of {devices.PEAK_SIDE['cpu']}, best of "
-              f"{devices.PEAK_READINGS} readings)")
+        now = devices.measure_matmul_flops(device, p)
+        print(f"peak {p}: {rate / 1e9:,.1f} GFLOP/s kept for this machine (products of {devices.PEAK_SIDE['cpu']}, "
+              f"best of {devices.PEAK_READINGS} readings a measurement); {now / 1e9:,.1f} now")
+    floor, floor_samples = sorted(floors, key=lambda f: f[0].seconds / f[1])[len(floors) // 2]
+    per_sample = floor.seconds / floor_samples
     print(describe(f"lab ({lab.precision})", lab, peaks[lab.precision]))
     print(describe("trainer (defaults, fp32)", trainer, peaks["fp32"]))
     print(describe(f"trainer ({same.precision})", same, peaks[same.precision]))
-    print(f"lab GEMM floor: {floor.seconds * 1e3:.1f} ms a step for {floor.flops / 1e9:.2f} GFLOP of linear products "
-          f"({floor.flops_per_s / 1e9:.1f} GFLOP/s, {floor.flops_per_s / peaks[lab.precision]:.1%} of peak): at most "
-          f"{setting.batch / floor.seconds:.1f} samples/s; the step took {lab.step_s * 1e3:.1f} ms "
-          f"({floor.seconds / lab.step_s:.1%} of it in linear products)")
+    print(f"lab GEMM floor: {per_sample * setting.batch * 1e3:.1f} ms a step of {setting.batch} (the timed steps' "
+          f"{floor_samples} samples: {floor.flops / 1e9:.2f} GFLOP of linear products at "
+          f"{floor.flops_per_s / 1e9:.1f} GFLOP/s, "
+          f"{floor.flops_per_s / peaks[lab.precision]:.1%} of peak): at most {1 / per_sample:.1f} samples/s; the "
+          f"step took {lab.step_s * 1e3:.1f} ms ({per_sample * setting.batch / lab.step_s:.1%} of it the floor)")
     print(f"{machine()}")
     print(f"throughput lab={lab.samples_per_s:.1f} trainer={trainer.samples_per_s:.1f} "
           f"ratio={lab.samples_per_s / trainer.samples_per_s:.2f} trainer_same_precision={same.samples_per_s:.1f} "
