@@ -280,10 +280,10 @@ def setup(device: str, precision: str) -> list[str]:
 
 def compile_enabled() -> bool:
     """``TRANSFERLAB_COMPILE=1`` turns torch.compile on. Off by default: on 2 Intel Xeon cores (fp32, MiniLM,
-    batch 16) compiled blocks trained slower than eager ones (39 against 55 samples/s on dna-splice, one pair;
-    0.41x on dna-splice and 0.20x on text-sentiment in ``bench/levers.py --quick`` on a busy machine), since the
-    step's time is mostly its matrix products, which compiling leaves to the same library; the compile took
-    about 46 s cold, 4 s from the warm cache, and text's changing lengths compile again."""
+    batch 16) compiled blocks trained slower than eager ones: 0.78x on dna-splice and 0.61x on text-sentiment
+    (``bench/levers.py``, medians of two interleaved rounds), since the step's time is mostly its matrix
+    products, which compiling leaves to the same library; the compile took about 46 s cold and 3-4 s from the
+    warm cache."""
     text = os.environ.get(COMPILE_SETTING, "").strip()
     if text not in ("", "0", "1"):
         raise LabError(f"{COMPILE_SETTING}={text!r}: set it to 1 to compile models with torch.compile, or 0 (the "
