@@ -10,13 +10,14 @@ masking (80/10/10) and the same precision (bf16 autocast where the hardware has 
   the decoder runs on every position; torch's AdamW; SDPA attention.
 
 Each figure is real (non-padding) tokens per second of wall time over the timed steps (after warm-up
-steps), the median over rounds that alternate the two. MFU is the lab step's useful FLOP/s over this
-device's measured peak (a large matrix product in the same precision on the same threads); useful FLOPs
-per token (:func:`useful_flops_per_token`): 6 per parameter a row meets, forward and backward, counting the
-LM head and the last block's queries and feed-forward for the masked share of rows only, plus the
-attention products. The peak is measured in the same run, so a busy machine lowers both.
+steps), the median over rounds that alternate the two. MFU is each step's FLOP/s over this device's
+measured peak (labcore.device.measure_matmul_flops: large products in the same precision on the same
+threads, best of several readings), its FLOPs a token counted as the step computes them (labcore.flops, on
+the data's own sequences unpadded): the lab's decoder and last block's queries and feed-forward run on the
+masked rows only, the plain step's on every row. The lab's count is printed beside the analytic one its
+records use (:func:`useful_flops_per_token`, 6 per parameter a row meets plus attention).
 
-Last line: lab_tokens_s=<x> plain_tokens_s=<y> ratio=<x/y> mfu=<m>
+Last line: lab_tokens_s=<x> plain_tokens_s=<y> ratio=<x/y> mfu=<m> plain_mfu=<p>
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from throughput import machine  # noqa: E402
 
 
 def batches(n_steps: int, batch: int, seed: int = 0):
@@ -41,9 +45,9 @@ def batches(n_steps: int, batch: int, seed: int = 0):
     return [(b.inputs, b.mask, int(b.mask.sum())) for b in iterate(data, batch, shuffle=True, seed=seed)]
 
 
-def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") -> float:
-    """Real tokens per second of the lab's MLM steps after the first ``warmup`` (timed between the loop's
-    step events, whose loss read waits for the device: every step on a CPU, every 25 on CUDA)."""
+def lab_parts(data, precision: str, device: str, size: str = "cpu"):
+    """The lab's MLM model (its CPU kernels on), the loop's configuration, the batches as the loop's data (one
+    Encoded row per sequence) and the objective whose forward the loop calls."""
     import dataclasses
 
     import torch
@@ -53,17 +57,23 @@ def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") 
     from labcore.pretrain.engine import MlmObjective, train_config
     from labcore.pretrain.mlm import build_masked_lm
     from labcore.pretrain.spec import SIZES, PretrainSpec
-    from labcore.train import train
 
     spec = PretrainSpec(steps=len(data), sequences=sum(len(ids) for ids, _, _ in data), batch_size=len(data[0][0]))
     model = build_masked_lm(SIZES[size], 0).to(device)
     kernels_for(model.body, device)
     cfg = dataclasses.replace(train_config(spec, device, 0), precision=precision, eval_every=10**9)
-    # The loop's own data path, fed the very batches the plain step gets (one Encoded row per sequence).
     rows = [ids[i, :int(mask[i].sum())].numpy() for ids, mask, _ in data for i in range(len(ids))]
     encoded = Encoded(rows, torch.zeros(len(rows), dtype=torch.long).numpy())
+    return model, cfg, encoded, MlmObjective(model, encoded, cfg, 0)
+
+
+def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") -> float:
+    """Real tokens per second of the lab's MLM steps after the first ``warmup`` (timed between the loop's
+    step events, whose loss read waits for the device: every step on a CPU, every 25 on CUDA)."""
+    from labcore.train import train
+
+    model, cfg, encoded, objective = lab_parts(data, precision, device, size)
     lengths = encoded.lengths()
-    objective = MlmObjective(model, encoded, cfg, 0)
     step_tokens: list[int] = []  # real tokens of each step, counted on the host (no sync)
     marks: dict[int, float] = {}
 
@@ -78,6 +88,31 @@ def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") 
     if first == max(marks):
         raise SystemExit(f"too few steps to time: step events at {sorted(marks)}; give more --steps")
     return sum(step_tokens[first:max(marks)]) / (marks[max(marks)] - marks[first])
+
+
+def counted_flops(data, device: str, size: str = "cpu") -> tuple[float, float]:
+    """FLOPs a real token as each step computes them (labcore.flops, on the data's own sequences, unpadded):
+    the lab's MLM step and the plain RobertaForMaskedLM step."""
+    import torch
+    from transformers import RobertaForMaskedLM
+
+    from labcore import flops
+    from labcore.pretrain import corpora
+    from labcore.pretrain.mlm import mask_tokens, roberta_config
+    from labcore.pretrain.spec import SIZES
+
+    model, _, encoded, objective = lab_parts(data, "fp32", device, size)
+    lab = flops.flops_per_token(model, objective.forward, encoded, device)
+    plain = RobertaForMaskedLM(roberta_config(SIZES[size])).to(device).train()
+    replacements = torch.from_numpy(corpora.sampleable_ids())
+
+    def plain_loss(batch):
+        inputs, positions, targets = mask_tokens(batch.inputs, batch.mask, replacements)
+        labels = torch.full_like(batch.inputs, -100).view(-1)
+        labels[positions] = targets
+        return plain(input_ids=inputs, attention_mask=batch.mask, labels=labels.view_as(batch.inputs)).loss
+
+    return lab, flops.flops_per_token(plain, plain_loss, encoded, device)
 
 
 def plain_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") -> float:
@@ -155,11 +190,17 @@ def main() -> None:
     lab, plain = statistics.median(labs), statistics.median(plains)
     peak = devices.measure_matmul_flops(device, precision)
     flops = useful_flops_per_token("cpu", length)
-    mfu = lab * flops / peak
-    print(f"peak {peak / 1e9:,.0f} GFLOP/s ({precision} matrix product); {flops / 1e6:,.1f} MFLOP a token; "
-          f"the 6N limit at that peak: {peak / flops:,.0f} tokens/s")
-    print(f"lab_tokens_s={lab:.0f} plain_tokens_s={plain:.0f} ratio={lab / plain:.2f} mfu={mfu:.3f}")
-
+    lab_counted, plain_counted = counted_flops(data, device)
+    mfu, plain_mfu = lab * lab_counted / peak, plain * plain_counted / peak
+    print(f"peak {peak / 1e9:,.1f} GFLOP/s ({precision} products of {devices.PEAK_SIDE['cpu']} at "
+          f"{torch.get_num_threads()} threads, best of {devices.PEAK_READINGS} readings)")
+    print(f"lab:   {lab:8,.0f} tokens/s {lab_counted / 1e6:6.1f} MFLOP a token counted ({flops / 1e6:.1f} by the "
+          f"record's count) {lab * lab_counted / 1e9:6.1f} GFLOP/s MFU {mfu:.1%}")
+    print(f"plain: {plain:8,.0f} tokens/s {plain_counted / 1e6:6.1f} MFLOP a token counted "
+          f"{plain * plain_counted / 1e9:6.1f} GFLOP/s MFU {plain_mfu:.1%}")
+    print(machine())
+    print(f"lab_tokens_s={lab:.0f} plain_tokens_s={plain:.0f} ratio={lab / plain:.2f} mfu={mfu:.3f} "
+          f"plain_mfu={plain_mfu:.3f}")
 
 if __name__ == "__main__":
     main()

@@ -3,7 +3,8 @@
 * :func:`choose_device`: ``cuda`` where torch sees a GPU, else ``cpu``; ``TRANSFERLAB_DEVICE=cpu|cuda|cuda:N``
   overrides, and a value that cannot be honoured is an error naming the setting and the fix.
 * :func:`resolve_precision`: ``auto`` is bf16 autocast where the hardware has native bf16 (a GPU that supports
-  it, a CPU with AVX-512 BF16 or AMX), else fp32; :func:`setup` turns TF32 matmuls on for fp32 on CUDA.
+  it, a CPU with AMX, or one with AVX-512 BF16 whose bf16 products measured faster than fp32's), else fp32;
+  :func:`setup` turns TF32 matmuls on for fp32 on CUDA.
 * :func:`budget_device`: the device kind a submission's budget is resolved for (``standard`` trains larger
   batches on a GPU), decided without importing torch, since pages resolve specs too.
 * :func:`visible_gpus`: the GPUs this process may hand to workers (``CUDA_VISIBLE_DEVICES`` or the driver's
@@ -168,29 +169,85 @@ def loss_every(device: str) -> int:
 
 
 # ------------------------------------------------------------------------------------------- precision
-def native_bf16(device: str) -> bool:
-    """bf16 pays off only where the hardware has it: CUDA with bf16 support, or a CPU with AVX-512 BF16/AMX.
+def cpu_flags() -> set[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``); empty where they cannot be read."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return set()
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
 
-    Without it a CPU emulates bf16: on a 2-core AMD EPYC without either (one thread, a shared machine), a
+
+def native_bf16(device: str) -> bool:
+    """bf16 pays off only where the hardware has it: CUDA with bf16 support, a CPU with AMX, or a CPU with
+    AVX-512 BF16 whose bf16 products measured faster than its fp32 ones (:func:`bf16_measured_faster`).
+
+    Without either a CPU emulates bf16: on a 2-core AMD EPYC without them (one thread, a shared machine), a
     1024 x 1024 matrix product ran at 0.2-0.3 GFLOP/s in bf16 against 13-23 in fp32, and the lab's MiniLM
     fine-tune step (dna-splice, batch 16) at 0.3-0.4 samples/s under bf16 autocast against 1.7-5.7 in fp32
-    (``bench/throughput.py --precisions``): ``auto`` is fp32 there."""
+    (``bench/throughput.py --precisions``). AVX-512 BF16 alone does not settle it: on a 2-core Intel Xeon with
+    it and no AMX, 2048-square products ran at about 167 GFLOP/s in bf16 and 330 in fp32, and the lab's step
+    was slower under bf16 autocast. Until this machine's rates are measured (:func:`resolve_precision` does it
+    once) the flag stands for it. Reads files only: pages call it without torch."""
     if kind(device) == "cuda":
         import torch
 
         return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
+    flags = cpu_flags()
+    if "amx_bf16" in flags:
+        return True
+    if "avx512_bf16" not in flags:
         return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    faster = bf16_measured_faster()
+    return True if faster is None else faster
+
+
+def bf16_fp32_rates(path: Path | None = None) -> tuple[float, float] | None:
+    """This CPU's kept bf16 and fp32 product rates (:func:`peak_flops`' figures, FLOP/s) at the most threads
+    both were measured on; None where both have not been measured yet."""
+    rates = _read_rates(path or paths.cache_dir() / RATES_FILE)
+    by_threads: dict[int, dict[str, float]] = {}
+    for key, entry in rates.items():
+        parts = key.split("|")
+        if len(parts) == 5 and parts[0] == "cpu" and parts[1] == describe("cpu") and \
+                parts[4] == f"gemm {PEAK_SIDE['cpu']}":
+            by_threads.setdefault(int(parts[3].split()[0]), {})[parts[2]] = entry["flops_per_s"]
+    both = [(threads, r) for threads, r in by_threads.items() if "bf16" in r and "fp32" in r]
+    if not both:
+        return None
+    _, rates_at = max(both, key=lambda pair: pair[0])
+    return rates_at["bf16"], rates_at["fp32"]
+
+
+def bf16_measured_faster(path: Path | None = None) -> bool | None:
+    """Whether this CPU's bf16 products measured faster than its fp32 ones; None where not measured yet."""
+    rates = bf16_fp32_rates(path)
+    return None if rates is None else rates[0] > rates[1]
+
+
+def precision_notes(requested_precision: str, precision: str, device: str) -> list[str]:
+    """Why ``auto`` gave ``precision`` where the CPU's flags alone do not decide it, for the run's record."""
+    rates = bf16_fp32_rates()
+    if requested_precision != "auto" or kind(device) != "cpu" or "amx_bf16" in cpu_flags() or \
+            "avx512_bf16" not in cpu_flags() or rates is None:
+        return []
+    return [f"{precision}: this CPU has AVX-512 BF16 without AMX, and its bf16 products measured "
+            f"{rates[0] / 1e9:,.0f} GFLOP/s against fp32's {rates[1] / 1e9:,.0f}"]
 
 
 def resolve_precision(requested_precision: str, device: str) -> str:
-    """``bf16`` or ``fp32``: ``auto`` is bf16 where the device has native bf16, else fp32."""
-    if requested_precision == "auto":
-        return "bf16" if native_bf16(device) else "fp32"
-    return requested_precision
+    """``bf16`` or ``fp32``: ``auto`` is bf16 where the device has native bf16, else fp32. On a CPU with AVX-512
+    BF16 and no AMX both precisions' peaks are measured first (once per machine, a few seconds each)."""
+    if requested_precision != "auto":
+        return requested_precision
+    if kind(device) == "cpu" and "avx512_bf16" in cpu_flags() and "amx_bf16" not in cpu_flags() and \
+            bf16_measured_faster() is None:
+        for precision in ("bf16", "fp32"):
+            peak_flops(device, precision)
+    return "bf16" if native_bf16(device) else "fp32"
 
 
 def autocast(precision: str, device: str):
@@ -222,8 +279,11 @@ def setup(device: str, precision: str) -> list[str]:
 
 
 def compile_enabled() -> bool:
-    """``TRANSFERLAB_COMPILE=1`` turns torch.compile on (off by default: on short runs its compile time, tens
-    of seconds, can exceed what it saves)."""
+    """``TRANSFERLAB_COMPILE=1`` turns torch.compile on. Off by default: on 2 Intel Xeon cores (fp32, MiniLM,
+    batch 16) compiled blocks trained slower than eager ones: 0.78x on dna-splice and 0.61x on text-sentiment
+    (``bench/levers.py``, medians of two interleaved rounds), since the step's time is mostly its matrix
+    products, which compiling leaves to the same library; the compile took about 46 s cold and 3-4 s from the
+    warm cache."""
     text = os.environ.get(COMPILE_SETTING, "").strip()
     if text not in ("", "0", "1"):
         raise LabError(f"{COMPILE_SETTING}={text!r}: set it to 1 to compile models with torch.compile, or 0 (the "
@@ -231,14 +291,26 @@ def compile_enabled() -> bool:
     return text == "1"
 
 
+def compile_blocks(model: Any) -> Any:
+    """A lab model's transformer blocks each compiled on their own (regional compilation), in place.
+
+    Every block has the same graph, so one compile serves all of them; the input adapter (whose range check
+    reads a value to the host) and the pooled-row last block (a module swapped in for one forward) stay eager,
+    outside any graph. The module keeps its parameters and their names: protocols and checkpoints see the
+    same model. Compiled code is kept under the lab cache (``inductor/``), so a machine pays a cold compile
+    once and later processes load it."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(paths.cache_dir() / "inductor"))
+    for block in model.structure.layers:
+        block.compile()  # static shapes first; torch makes a length dynamic once it changes
+    return model
+
+
 def maybe_compile(module: Any) -> tuple[Any, list[str]]:
-    """``module`` compiled where :func:`compile_enabled`, with a note; else as it is."""
+    """``module`` (a lab model) with its blocks compiled where :func:`compile_enabled`, with a note; else as it
+    is."""
     if not compile_enabled():
         return module, []
-    import torch
-
-    # dynamic: batches are bucketed by length, so shapes vary; one graph for all of them.
-    return torch.compile(module, dynamic=True), ["compiled with torch.compile (TRANSFERLAB_COMPILE=1)"]
+    return compile_blocks(module), ["blocks compiled with torch.compile (TRANSFERLAB_COMPILE=1)"]
 
 
 def peak_memory_mb(device: str) -> float:
@@ -254,28 +326,52 @@ def peak_memory_mb(device: str) -> float:
 
 
 # --------------------------------------------------------------------------------- measured peak rate
-def measure_matmul_flops(device: str, precision: str, *, n: int = 0, repeats: int = 0) -> float:
-    """FLOP/s of the best of several n x n matrix products in ``precision`` on ``device`` (its threads as set)."""
+# The peak is what large square products sustain, not one small product timed once: a single 1024 x 1024
+# product read 13-23 GFLOP/s on a 2-core AMD EPYC whose training step sustained more than 100 GFLOP/s. Square
+# products of this side fill every thread's caches and vector units; each reading repeats them for at least
+# PEAK_READING_S seconds (so a timer tick or one slow product does not decide it), and the best of
+# PEAK_READINGS readings stands (others' work on a shared machine only ever lowers a reading).
+PEAK_SIDE = {"cpu": 2048, "cuda": 8192}
+PEAK_READINGS = 3
+PEAK_READING_S = {"cpu": 1.0, "cuda": 0.5}
+
+
+def measure_matmul_flops(device: str, precision: str, *, n: int = 0, readings: int = 0,
+                         reading_s: float = 0.0) -> float:
+    """FLOP/s of large n x n matrix products in ``precision`` on ``device`` at the threads as set: the best of
+    ``readings`` readings, each the mean rate of back-to-back products over at least ``reading_s`` seconds."""
     import torch
 
-    cuda = kind(device) == "cuda"
-    n = n or (8192 if cuda else 1024)
-    repeats = repeats or (20 if cuda else 6)
+    family = kind(device)
+    n = n or PEAK_SIDE[family]
+    readings = readings or PEAK_READINGS
+    reading_s = reading_s or PEAK_READING_S[family]
     dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     generator = torch.Generator(device=device).manual_seed(0)
     a = torch.randn(n, n, device=device, dtype=dtype, generator=generator)
     b = torch.randn(n, n, device=device, dtype=dtype, generator=generator)
-    best = float("inf")
-    for i in range(repeats + 2):  # two warm-ups (cuBLAS picks its kernel, caches fill)
-        if cuda:
+    out = torch.empty(n, n, device=device, dtype=dtype)
+
+    def sync() -> None:
+        if family == "cuda":
             torch.cuda.synchronize()
-        start = time.perf_counter()
-        a @ b
-        if cuda:
-            torch.cuda.synchronize()
-        if i >= 2:
-            best = min(best, time.perf_counter() - start)
-    return 2 * n ** 3 / best
+
+    torch.matmul(a, b, out=out)  # warm-up: the library picks its kernel, pages are touched
+    sync()
+    best = 0.0
+    for _ in range(readings):
+        products, start = 0, time.perf_counter()
+        while True:
+            torch.matmul(a, b, out=out)
+            products += 1
+            if family == "cuda" and products % 8:
+                continue  # time the GPU's queue in groups, not one launch at a time
+            sync()
+            elapsed = time.perf_counter() - start
+            if elapsed >= reading_s:
+                break
+        best = max(best, 2 * n ** 3 * products / elapsed)
+    return best
 
 
 def rate_key(device: str, precision: str) -> str:
@@ -285,17 +381,18 @@ def rate_key(device: str, precision: str) -> str:
         import torch
 
         tf32 = "+tf32" if precision == "fp32" and torch.backends.cuda.matmul.allow_tf32 else ""
-        return f"cuda|{name}|{precision}{tf32}"
+        return f"cuda|{name}|{precision}{tf32}|gemm {PEAK_SIDE['cuda']}"
     import torch
 
-    return f"cpu|{name}|{precision}|{torch.get_num_threads()} threads"
+    # The products' side is part of the key: a figure another method measured is not this one.
+    return f"cpu|{name}|{precision}|{torch.get_num_threads()} threads|gemm {PEAK_SIDE['cpu']}"
 
 
 def peak_flops(device: str, precision: str, *, path: Path | None = None) -> float:
     """The device's matrix-product rate in ``precision`` (FLOP/s), kept in ``cache/device-rates.json``.
 
-    Measured by the first :data:`RATE_READINGS` callers (a run each, a fraction of a second on a CPU), keeping
-    the best reading: one taken while other work held the cores would otherwise stand for the machine for
+    Measured by the first :data:`RATE_READINGS` callers (a run each, a few seconds: :func:`measure_matmul_flops`),
+    keeping the best reading: one taken while other work held the cores would otherwise stand for the machine for
     good. After that the kept figure is read back without measuring."""
     path = path or paths.cache_dir() / RATES_FILE
     key = rate_key(device, precision)
@@ -332,8 +429,8 @@ def training_flops_per_token(trained_matmul: int, frozen_matmul: int, layers: in
     (forward 2, input and weight gradients 4), 4 per frozen one (forward, and the input gradient that still
     flows through it to what trains below), plus the attention products, 12 x layers x hidden x length.
 
-    Embedding tables are lookups, not products, and are left out; a model that computes its last block for
-    the pooled row only (labcore.models.pooled_rows) does less, so its MFU is an upper bound."""
+    Embedding tables are lookups, not products, and are left out. This is the dense estimate (a plain
+    Trainer's model computes it); a run's record counts what its step computes instead (labcore.flops)."""
     return 6.0 * trained_matmul + 4.0 * frozen_matmul + 12.0 * layers * hidden * length
 
 

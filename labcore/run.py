@@ -352,6 +352,7 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     elif resolved.deterministic:
         device_notes.append("deterministic: torch's deterministic algorithms on")
     precision = devices.resolve_precision(resolved.precision, device)
+    device_notes += devices.precision_notes(resolved.precision, precision, device)
     for note in device_notes + devices.setup(device, precision) + device_kernels(model, device):
         notes.append(note)
         yield _log(note)
@@ -428,7 +429,7 @@ def _model_target(fit: _Fit) -> None:
     """Train and predict with the whole model."""
     model, splits = fit.prepared.model, fit.prepared.splits
     fit.trained_module = model
-    trained, fit.compile_notes = devices.maybe_compile(model)  # training's forward; predictions stay eager
+    trained, fit.compile_notes = devices.maybe_compile(model)  # in place: predictions run the compiled blocks too
     fit.forward = lambda batch: trained(batch.inputs, batch.mask)
     fit.predict = lambda split: _predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)
     fit.train_data = splits["train"]
@@ -539,11 +540,17 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
 
 
 def _speed(fit: _Fit, end: dict[str, Any], mean_tokens: float) -> dict[str, Any]:
-    """The record's device and speed fields (:func:`labcore.device.speed_fields`) and the loop's host reads."""
+    """The record's device and speed fields (:func:`labcore.device.speed_fields`) and the loop's host reads.
+
+    The FLOPs a token are counted on the eager model as it computes (:func:`labcore.flops.flops_per_token`):
+    the pooled-row last block, frozen weights' missing gradients and the head's one row a sequence included."""
+    from labcore import flops as counting
+
     if fit.features_only:  # the head trains on one cached feature row per example, not on its tokens
         flops = devices.module_flops_per_token(fit.trained_module, 1.0) / max(mean_tokens, 1.0)
     else:
-        flops = devices.module_flops_per_token(fit.trained_module, mean_tokens)
+        model = fit.prepared.model
+        flops = counting.flops_per_token(model, lambda b: model(b.inputs, b.mask), fit.train_data, fit.device)
     return {**devices.speed_fields(fit.device, fit.precision, end["samples_per_s"] * mean_tokens, flops),
             "host_reads": end.get("host_reads", 0)}
 

@@ -75,6 +75,35 @@ def test_precision_follows_the_hardware_and_autocast_follows_the_precision():
     assert devices.setup("cpu", "fp32") == []  # TF32 and the current device are CUDA's alone
 
 
+@pytest.mark.parametrize("flags,bf16_rate,expected", [
+    ({"avx512f", "avx512_bf16"}, 1.7e11, "fp32"),  # AVX-512 BF16 without AMX, bf16 products slower: fp32
+    ({"avx512f", "avx512_bf16"}, 4.0e11, "bf16"),
+    ({"avx512_bf16", "amx_bf16", "amx_tile"}, None, "bf16"),  # AMX: bf16 without measuring
+    ({"avx2", "fma"}, None, "fp32"),  # no native bf16: fp32 without measuring
+])
+def test_auto_precision_on_a_cpu_is_the_one_whose_products_are_faster(monkeypatch, tmp_path, flags, bf16_rate,
+                                                                         expected):
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(devices, "cpu_flags", lambda: flags)
+    measured = []
+
+    def measure(device, precision, **_):
+        measured.append(precision)
+        return {"bf16": bf16_rate, "fp32": 3.3e11}[precision]
+
+    monkeypatch.setattr(devices, "measure_matmul_flops", measure)
+    assert devices.resolve_precision("auto", "cpu") == expected
+    assert devices.native_bf16("cpu") == (expected == "bf16")  # pages read the same choice, without torch
+    assert sorted(measured) == (["bf16", "fp32"] if bf16_rate else [])
+    devices.resolve_precision("auto", "cpu")
+    assert len(measured) == (2 if bf16_rate else 0)  # once per machine: the kept rates decide after that
+    assert devices.resolve_precision("fp32", "cpu") == "fp32"
+    notes = devices.precision_notes("auto", expected, "cpu")  # the record says why
+    assert notes == ([f"{expected}: this CPU has AVX-512 BF16 without AMX, and its bf16 products measured "
+                      f"{bf16_rate / 1e9:,.0f} GFLOP/s against fp32's 330"] if bf16_rate else [])
+    assert devices.precision_notes("fp32", "fp32", "cpu") == []
+
+
 def test_compile_is_off_unless_asked(no_device_settings):
     module = torch.nn.Linear(2, 2)
     assert devices.maybe_compile(module) == (module, [])

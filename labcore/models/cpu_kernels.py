@@ -52,6 +52,10 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype,
 def keep_mask_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     if not training or p == 0.0:
         return x
+    if torch.compiler.is_compiling():
+        # Compiled code draws its own random numbers, fused into the kernel that uses them, where the int64
+        # words of keep_mask (an in-place random_) would break the graph.
+        return torch.nn.functional.dropout(x, p, training)
     return x * keep_mask(x.shape, p, x.dtype, x.device)
 
 
