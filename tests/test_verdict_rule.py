@@ -214,3 +214,10 @@ def test_every_arm_gets_the_same_grid_and_runs_at_the_rate_its_validation_chose(
     table = recipe.report(tuned, results_of(tuned, store)).tuning
     assert table.loc["random / dna-splice / table 6", "chosen"] == f"{rates[-1]:g}"
     assert plan_for(recipe, "quick", (0,), store) == plan_of(recipe, "quick", (0,))  # quick tunes nothing
+
+
+def test_a_claim_decided_early_reports_the_means_of_the_pairs_that_decided_it():
+    a = {s: 0.9 + 0.001 * s for s in range(8)}
+    b = {s: 0.8 if s < 3 else 0.0 for s in range(8)}  # later seeds ran for other claims and would move the means
+    v = decide("c", "a", "b", a, b)
+    assert v.decided_at == 3 and v.mean_b == pytest.approx(0.8) and v.mean_a == pytest.approx(0.901)

@@ -85,6 +85,8 @@ class Look:
     high: float
     p: float  # the nominal p-value of the look's test
     outcome: str  # the word if this look decides: HOLDS or DOES_NOT_HOLD
+    mean_a: float = math.nan  # each side's mean over the look's pairs
+    mean_b: float = math.nan
 
 
 def p_values(diffs: np.ndarray, test: ClaimTest, nominal: float = NOMINAL_ALPHA
@@ -133,7 +135,8 @@ def looks_of(values_a: Mapping[int, float], values_b: Mapping[int, float], test:
             break
         mean, sd, low, high, p, holds = p_values(diffs[:n][None, :], test)
         out.append(Look(n, float(mean[0]), float(sd[0]), float(low[0]), float(high[0]), float(p[0]),
-                        HOLDS if holds[0] else DOES_NOT_HOLD))
+                        HOLDS if holds[0] else DOES_NOT_HOLD, _means(values_a, both[:n]),
+                        _means(values_b, both[:n])))
     return out
 
 
@@ -275,7 +278,8 @@ def settle(verdicts: Sequence[Verdict], alpha: float = ALPHA, nominal: float = N
             look = out[i].looks[round_]
             decided[i] = ps[i]
             out[i] = replace(out[i], word=look.outcome, decided_at=n, n=n, difference=look.difference,
-                             ci_low=look.low, ci_high=look.high, p_value=look.p, holm="")
+                             ci_low=look.low, ci_high=look.high, p_value=look.p, holm="", mean_a=look.mean_a,
+                             mean_b=look.mean_b)
     for i, v in enumerate(out):
         if i in decided or v.word == NOT_MEASURED:
             continue
