@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from labcore.executor import LocalExecutor
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import advance, plan_for, results_of, seeds_words
-from labcore.recipes.report import headline_count, verdict_table
+from labcore.recipes.export import headline_count, verdict_table
 from labcore.store import open_store
 
 

@@ -22,7 +22,7 @@ from labcore.fmt import fmt_duration
 from labcore.recipes import BUDGETS, RECIPES, Recipe
 from labcore.recipes.drive import (Progress, advance, expected_of, expected_sentence, plan_for, plan_of, results_of,
                                    seeds_flag, seeds_words)
-from labcore.recipes.report import to_csv, to_html, to_text
+from labcore.recipes.export import to_csv, to_html, to_text
 from labcore.store import Store, open_store
 
 POLL_S = 5.0  # how often a waiting `recipe run` looks at the store (a quick job takes tens of seconds)

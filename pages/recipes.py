@@ -21,7 +21,7 @@ from labcore.fmt import fmt_duration
 from labcore.recipes import BUDGETS, RECIPES
 from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
 from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
-from labcore.recipes.report import (RULE, TUNING_TITLE, headline_line, secondary_line, summary_line, to_csv,
+from labcore.recipes.export import (RULE, TUNING_TITLE, headline_line, secondary_line, summary_line, to_csv,
                                     to_html)
 from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
 from pages import common, state

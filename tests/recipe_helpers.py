@@ -82,7 +82,7 @@ def run_tiny(recipe, store, seeds=(0, 1), budget: str = "quick"):
 def tiny_report(recipe, store):
     """(plan, results, report) of the whole tiny plan, checked complete: every step finished, every claim
     measured, and the report's HTML page and CSV export whole."""
-    from labcore.recipes.report import to_csv, to_html, verdict_table
+    from labcore.recipes.export import to_csv, to_html, verdict_table
     from labcore.recipes.verdict import NOT_MEASURED
 
     plan, results = run_tiny(recipe, store)

@@ -146,7 +146,7 @@ def test_a_finished_recipe_reads_the_same_after_a_round_trip(tmp_path_factory, t
 
     from labcore.recipes import RECIPES
     from labcore.recipes.drive import results_of
-    from labcore.recipes.report import to_text
+    from labcore.recipes.export import to_text
 
     finished = finished_recipe("kao", tmp_path_factory)
     recipe, plan = RECIPES["kao"], finished.plan

@@ -8,7 +8,7 @@ import pytest
 from labcore.errors import LabError
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import plan_keys, progress
-from labcore.recipes.report import to_csv, to_html, verdict_table
+from labcore.recipes.export import to_csv, to_html, verdict_table
 from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, NOT_MEASURED, decide
 
 from recipe_store import SEEDS, finished_recipe

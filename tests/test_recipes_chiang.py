@@ -10,7 +10,7 @@ from labcore.pretrain.spec import PretrainSpec
 from labcore.recipes import RECIPES
 from labcore.recipes.chiang import CONDITIONS, L1S, SCRATCH, TASKS, stage_minutes
 from labcore.recipes.drive import expected_seconds, progress
-from labcore.recipes.report import to_csv, to_html, verdict_table
+from labcore.recipes.export import to_csv, to_html, verdict_table
 from labcore.recipes.verdict import NOT_MEASURED
 from labcore.spec import RunSpec
 

@@ -7,7 +7,7 @@ import pytest
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import progress
 from labcore.recipes.orca import ALIGNED, BUDGETS, CONDITIONS, DISCIPLINES, FULL
-from labcore.recipes.report import to_csv, to_html
+from labcore.recipes.export import to_csv, to_html
 from labcore.recipes.verdict import NOT_MEASURED, WORDS
 from labcore.resolve import resolve_spec
 from tests.recipe_helpers import run_tiny

@@ -92,7 +92,7 @@ def test_the_bit_memory_floor_is_copying_the_visible_bits():
 
 def test_claims_carry_the_papers_numbers_and_lab_questions_stay_out_of_the_headline():
     from labcore.recipes import RECIPES
-    from labcore.recipes.report import headline_count, to_text
+    from labcore.recipes.export import headline_count, to_text
 
     kao = {c.id: c for c in RECIPES["kao"].claims}
     assert "96.4" in kao["beats-scratch"].paper and "95.3" in kao["beats-scratch"].paper  # table 5, splice
