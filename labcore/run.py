@@ -23,6 +23,7 @@ from labcore import cores
 from labcore import data as data_registry
 from labcore import device as devices
 from labcore.errors import LabError
+from labcore.evaluate import correct_examples, counted_labels, evaluate_logits, predict, predict_head, test_size
 from labcore.record import RunRecord, pack_correct
 from labcore.resolve import resolve_spec
 from labcore.spec import RunSpec, parse_train_size
@@ -211,80 +212,6 @@ def load_trained(spec: RunSpec, workdir: Path, *, attn_implementation: str = "sd
     return prepared
 
 
-def _predict(model, data, batch_size: int, device: str, precision: str, *, features: bool = False):
-    """Logits (or pooled features) for every example of `data`, in its original order."""
-    import torch
-
-    from labcore.encode import iterate
-
-    outputs: list[Any] = [None] * len(data)
-    # Predictions never see dropout, whatever mode the caller left the model in (after training it is
-    # still in train mode); the mode is given back afterwards.
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.inference_mode(), devices.autocast(precision, device):
-            for batch in iterate(data, batch_size, shuffle=False, device=device):
-                out = model.features(batch.inputs, batch.mask) if features else model(batch.inputs, batch.mask)
-                out = out.float().cpu()  # one copy a batch (on a GPU, one row at a time was a sync a row)
-                for row, i in enumerate(batch.index):
-                    outputs[i] = out[row]
-    finally:
-        model.train(was_training)
-    return torch.stack(outputs) if outputs else torch.empty(0)
-
-
-def counted_labels(data, info) -> np.ndarray:
-    """The labels a class metric counts: one per group (its first window's, in order of first appearance,
-    as :func:`labcore.metrics.vote` orders its groups) where a record's windows vote, else one per example."""
-    if not (info.vote_by_group and data.groups is not None):
-        return np.asarray(data.labels)
-    first: dict[Any, Any] = {}
-    for group, label in zip(data.groups, data.labels):
-        first.setdefault(group, label)
-    return np.asarray(list(first.values()))
-
-
-def correct_examples(logits, data, info):
-    """Which examples (windows' votes counted once) the logits classify right; None for other outputs."""
-    from labcore import metrics
-
-    if info.output_kind != "class":
-        return None
-    predictions = logits.argmax(-1).numpy()
-    if info.vote_by_group and data.groups is not None:
-        _groups, predictions = metrics.vote(data.groups, predictions)
-    return predictions == counted_labels(data, info)
-
-
-def evaluate_logits(logits, data, info) -> dict[str, float]:
-    """Metric and loss of `logits` against `data`'s labels, voting over groups where the discipline says so."""
-    import torch
-
-    from labcore import metrics
-    from labcore.train import loss_fn
-
-    labels = torch.from_numpy(data.labels)
-    kind = {"class": "ce", "multilabel": "bce", "regression": "mse"}[info.output_kind]
-    loss = float(loss_fn(kind)(logits, labels).item()) if len(data) else float("nan")
-    if info.output_kind == "class":
-        predictions = logits.argmax(-1).numpy()
-        if info.vote_by_group and data.groups is not None:
-            _groups, predictions = metrics.vote(data.groups, predictions)
-        truth = counted_labels(data, info)
-    elif info.output_kind == "multilabel":
-        predictions = (logits > 0).long().numpy()
-        truth = data.labels
-    else:
-        predictions = logits.squeeze(-1).numpy()
-        truth = data.labels
-    value = metrics.compute(info.metric, truth, predictions)
-    out = {info.metric: float(value), "loss": loss}
-    if info.output_kind == "class" and info.metric != "accuracy":
-        out["accuracy"] = float(metrics.compute("accuracy", truth, predictions))
-    return out
-
-
 @dataclass
 class _Fit:
     """What preparing hands to training and measuring: the model on its device and how to run it."""
@@ -431,7 +358,7 @@ def _model_target(fit: _Fit) -> None:
     fit.trained_module = model
     trained, fit.compile_notes = devices.maybe_compile(model)  # in place: predictions run the compiled blocks too
     fit.forward = lambda batch: trained(batch.inputs, batch.mask)
-    fit.predict = lambda split: _predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)
+    fit.predict = lambda split: predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)
     fit.train_data = splits["train"]
 
 
@@ -440,12 +367,12 @@ def _features_target(fit: _Fit) -> None:
     from labcore.encode import Encoded
 
     model, splits = fit.prepared.model, fit.prepared.splits
-    feats = {name: Encoded([f.numpy()[None, :] for f in _predict(model, s, fit.cfg.eval_batch_size, fit.device, fit.precision,
+    feats = {name: Encoded([f.numpy()[None, :] for f in predict(model, s, fit.cfg.eval_batch_size, fit.device, fit.precision,
                                                                  features=True)], s.labels, s.groups)
              for name, s in splits.items()}
     fit.trained_module = model.head
     fit.forward = lambda batch: model.head(batch.inputs[:, 0, :])
-    fit.predict = lambda split: _predict_head(model.head, feats[split], fit.cfg.eval_batch_size, fit.device)
+    fit.predict = lambda split: predict_head(model.head, feats[split], fit.cfg.eval_batch_size, fit.device)
     fit.train_data = feats["train"]
 
 
@@ -493,13 +420,6 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
     return end
 
 
-def _test_size(data, info) -> dict[str, int]:
-    """How many examples the test metric counts (groups, where their windows vote) and of how many classes."""
-    units = len(counted_labels(data, info))
-    classes = len({int(y) for y in np.asarray(data.labels).ravel()}) if info.output_kind == "class" else 0
-    return {"test_examples": units, "test_classes": classes}
-
-
 def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path | None,
             started: float, commit_file: CommitFn) -> RunRecord:
     """Measure the best checkpoint on validation and test, save it, and write the run's record."""
@@ -536,7 +456,7 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
         error=end.get("error", ""), threads=[list(t) for t in fit.threads], busy_cores=end.get("busy_cores", -1.0),
         stage=fit.stage, test_correct=pack_correct(correct) if correct is not None else "",
-        **_test_size(splits["test"], info))
+        **test_size(splits["test"], info))
 
 
 def _speed(fit: _Fit, end: dict[str, Any], mean_tokens: float) -> dict[str, Any]:
@@ -581,14 +501,6 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     end = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file)
     record = _record(fit, resolved, end, workdir=workdir, started=started, commit_file=commit_file)
     yield {"type": "result", "record": record.to_dict()}
-
-
-def _predict_head(head, data, batch_size: int, device: str):
-    import torch
-
-    with torch.inference_mode():
-        x = torch.from_numpy(np.stack([f[0] for f in data.inputs])).to(device)
-        return torch.cat([head(x[i:i + batch_size]).float().cpu() for i in range(0, len(x), batch_size)])
 
 
 def warm_up() -> None:

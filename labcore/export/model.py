@@ -171,12 +171,12 @@ def raw_examples(prepared, split: str = "test") -> list[str]:
 
 def lab_logits(prepared, split: str = "test", limit: int | None = None) -> np.ndarray:
     """The lab model's logits on a split's encoded examples, in fp32 (the exported model's precision)."""
-    from labcore.run import _predict
+    from labcore.evaluate import predict
 
     data = prepared.splits[split]
     if limit is not None:
         data = data.subset(range(min(limit, len(data))))
-    return _predict(prepared.model, data, 64, "cpu", "fp32").numpy()
+    return predict(prepared.model, data, 64, "cpu", "fp32").numpy()
 
 
 def exported_logits(classifier, tokenizer, texts: list[str]) -> np.ndarray:
