@@ -26,7 +26,7 @@ from labcore.fmt import fmt_duration
 from labcore.recipes import tuning
 from labcore.recipes.base import Plan, Recipe, Step
 from labcore.recipes.keys import mentions, step_key
-from labcore.recipes.report import wall_seconds
+from labcore.recipes.report import step_in, wall_seconds
 from labcore.recipes.verdict import LOOKS, OPEN
 from labcore.record import RunRecord
 from labcore.store import ACTIVE, STOPPED, TERMINAL, QueueCapReached
@@ -63,14 +63,10 @@ def plan_of(recipe: Recipe, budget: str = "quick", seeds: Sequence[int] | None =
 def needed_steps(plan: Plan, reads: Sequence[tuple[str, Any, Any]], keep: set[Step]) -> Plan:
     """``plan`` cut to the steps in ``keep``, the steps ``reads`` name (condition, facet, part; None: any), and
     the earlier-stage steps those build on."""
-    def wanted(step: Step) -> bool:
-        return any(step.condition == c and (f is None or step.facet == f) and (p is None or step.part == p)
-                   for c, f, p in reads)
-
     kept: list[list[Step]] = [[] for _ in plan.stages]
     for number in range(len(plan.stages) - 1, -1, -1):  # later stages first: they name what they build on
         later = [s for stage in kept[number + 1:] for s in stage]
-        kept[number] = [s for s in plan.stages[number] if s in keep or wanted(s)
+        kept[number] = [s for s in plan.stages[number] if s in keep or step_in(s, reads)
                         or any(mentions(k.spec, s) for k in later)]
     return dataclasses.replace(plan, stages=tuple(tuple(stage) for stage in kept))
 

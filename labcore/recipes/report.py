@@ -65,13 +65,18 @@ def run_value(result: Any) -> float | None:
     return None
 
 
+def step_in(step: Step, read: Sequence[tuple[str, str | None, str | None]]) -> bool:
+    """Whether ``step`` is one of the (condition, facet, part) triples of ``read`` (a facet or part of None: any)."""
+    return any(step.condition == c and (f is None or step.facet == f) and (p is None or step.part == p)
+               for c, f, p in read)
+
+
 def values_by_seed(plan: Plan, results: Results, *, condition: str, facet: str | None = None,
                    part: str | None = None, value: Callable[[Any], float | None] = run_value) -> dict[int, float]:
     """{seed: value} of one condition's finished steps (of one facet and part where given)."""
     out: dict[int, float] = {}
     for step in plan.steps:
-        if step.condition != condition or (facet is not None and step.facet != facet) \
-                or (part is not None and step.part != part):
+        if not step_in(step, ((condition, facet, part),)):
             continue
         v = value(results.get(step))
         if v is not None and math.isfinite(v):
@@ -138,8 +143,7 @@ def results_by_seed(plan: Plan, results: Results, *, condition: str, facet: str 
                     part: str | None = None) -> dict[int, Any]:
     """{seed: result} of one condition's steps that have a result (of one facet and part where given)."""
     return {step.seed: results[step] for step in plan.steps
-            if step.condition == condition and (facet is None or step.facet == facet)
-            and (part is None or step.part == part) and results.get(step) is not None}
+            if step_in(step, ((condition, facet, part),)) and results.get(step) is not None}
 
 
 def judged(claim: Claim, plan: Plan, results: Results, name: str, a: str, b: str, values_a: Mapping[int, float],
@@ -154,18 +158,13 @@ def judged(claim: Claim, plan: Plan, results: Results, name: str, a: str, b: str
     return replace(verdict, reads=tuple(reads), cpu_s=cpu_seconds(plan, results, reads, n))
 
 
-def _reads_step(step: Step, reads: Sequence[tuple[str, str | None, str | None]]) -> bool:
-    return any(step.condition == c and (f is None or step.facet == f) and (p is None or step.part == p)
-               for c, f, p in reads)
-
-
-def cpu_seconds(plan: Plan, results: Results, reads: Sequence[tuple[str, str | None, str | None]],
+def cpu_seconds(plan: Plan, results: Results, read: Sequence[tuple[str, str | None, str | None]],
                 pairs: int) -> float:
     """The run time of the steps a claim read, over the first ``pairs`` seeds of the plan (every seed where
     no pair exists yet)."""
     seeds = set(sorted(plan.seeds)[:pairs]) if pairs else set(plan.seeds)
     return sum(wall_seconds(results.get(step)) or 0.0 for step in plan.steps
-               if step.seed in seeds and _reads_step(step, reads))
+               if step.seed in seeds and step_in(step, read))
 
 
 def wall_seconds(result: Any) -> float | None:
@@ -201,7 +200,7 @@ def _untuned(plan: Plan, rates: Sequence[float]) -> Plan:
 
 __all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "cpu_seconds", "grid_table", "judge",
            "judged", "long_table", "loss_curve_figure", "majority_floors", "new_report", "progress_counts",
-           "results_by_seed", "run_value", "task_floor", "values_by_seed", "wall_seconds"]
+           "results_by_seed", "run_value", "step_in", "task_floor", "values_by_seed", "wall_seconds"]
 
 
 # ------------------------------------------------------------------------------------------ figures
