@@ -22,7 +22,7 @@ SAME = ("key", "spec", "status", "metric", "validation", "test", "baseline", "be
 
 
 @pytest.fixture(scope="module")
-def ran(tmp_path_factory):
+def ran(tmp_path_factory, fetched_assets):
     """One tiny run through the API and the same spec through ``python -m labcore run``."""
     import contextlib
     import io
@@ -157,7 +157,7 @@ def test_analyze_atlas_and_recipe_read_as_the_pages_do(ran):
         lab.recipe("nope")
 
 
-def test_background_runs_go_through_a_worker_with_live_event_streams(tmp_path):
+def test_background_runs_go_through_a_worker_with_live_event_streams(tmp_path, fetched_assets):
     from labcore.executor import LocalExecutor
     from labcore.store import Store
 

@@ -22,7 +22,7 @@ SPLICE = dict(model="tiny:bert", discipline="dna-splice", max_steps=150, eval_ev
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
+def exported(tmp_path_factory, fetched_assets):
     root = tmp_path_factory.mktemp("model")
     store = Store(root / "store")
     record = lab.run(store=store, **SPLICE)
@@ -51,7 +51,7 @@ def test_the_pipeline_on_raw_dna_predicts_what_the_lab_does_on_the_whole_test_sp
 
 
 @pytest.mark.slow
-def test_a_short_minilm_splice_run_round_trips_on_the_whole_test_split(tmp_path):
+def test_a_short_minilm_splice_run_round_trips_on_the_whole_test_split(tmp_path, fetched_assets):
     # MiniLM, 120 steps at 1e-4 in the machine's precision: about 5 minutes on 2 busy cores
     store = Store(tmp_path / "store")
     record = lab.run(store=store, model="minilm", discipline="dna-splice", max_steps=120, lr=1e-4)
@@ -106,7 +106,7 @@ def test_protocols_without_a_transformers_form_are_refused_with_the_reason(expor
     assert "cannot be written as a transformers model" in capsys.readouterr().err
 
 
-def test_a_text_run_with_shifted_tokens_leaves_with_the_bodys_tokenizer_and_a_permuted_table(tmp_path):
+def test_a_text_run_with_shifted_tokens_leaves_with_the_bodys_tokenizer_and_a_permuted_table(tmp_path, fetched_assets):
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
     from labcore.export.model import exported_logits
@@ -127,7 +127,7 @@ def test_a_text_run_with_shifted_tokens_leaves_with_the_bodys_tokenizer_and_a_pe
 
 
 @pytest.mark.parametrize("family", ["roberta", "albert"])
-def test_roberta_and_albert_bodies_leave_with_the_lab_s_logits(tmp_path, family):
+def test_roberta_and_albert_bodies_leave_with_the_lab_s_logits(tmp_path, family, fetched_assets):
     store = Store(tmp_path / "store")
     record = lab.run(store=store, model=f"tiny:{family}", discipline="dna-splice", max_steps=20, eval_every=10,
                      lr=1e-3, train_size="200", precision="fp32")
@@ -146,7 +146,7 @@ def test_roberta_and_albert_bodies_leave_with_the_lab_s_logits(tmp_path, family)
     store.close()
 
 
-def test_a_decoder_body_is_refused_with_the_reason(tmp_path):
+def test_a_decoder_body_is_refused_with_the_reason(tmp_path, fetched_assets):
     store = Store(tmp_path / "store")
     record = lab.run(store=store, model="tiny:gpt2", discipline="dna-splice", max_steps=2, eval_every=1,
                      train_size="200", precision="fp32")

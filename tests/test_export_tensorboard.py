@@ -18,7 +18,7 @@ TINY = dict(model="tiny:bert", discipline="dna-splice", max_steps=6, eval_every=
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory):
+def finished(tmp_path_factory, fetched_assets):
     store = Store(tmp_path_factory.mktemp("tb") / "store")
     for init in ("pretrained", "random"):
         lab.submit(store=store, start=False, group="pair", init=init, **TINY)

@@ -14,7 +14,7 @@ REPO = Path(__file__).resolve().parent.parent
 SETTING = 'MODEL, STEPS = "tiny:bert", 150'
 
 
-def test_the_quickstart_notebook_executes_top_to_bottom(tmp_path, monkeypatch):
+def test_the_quickstart_notebook_executes_top_to_bottom(tmp_path, monkeypatch, fetched_assets):
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(share_assets(tmp_path / "cache")))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     notebook = nbformat.read(REPO / "examples" / "quickstart.ipynb", as_version=4)
