@@ -4,7 +4,7 @@
     python bench/gpu.py --profile        # and, after each, torch.profiler's table of the top kernels
     python bench/gpu.py --pack DIR       # here: what a bare GPU machine needs, into DIR (under 64 MiB)
     python bench/gpu.py --carried DIR    # there: with DIR instead of the lab's assets and data registry
-    python bench/gpu.py --try-on-cpu     # tiny versions of (a)-(d) on this CPU, to check the code paths
+    python bench/gpu.py --try-on-cpu     # tiny versions of (a)-(e) on this CPU, to check the code paths
 
 (a) finetune: the lab's fine-tune step (MiniLM on dna-splice, the GPU ``standard`` batch of 64) against
     ``transformers.Trainer`` at the same precision on the same model and examples (full vocabulary, as a
@@ -16,6 +16,9 @@
     (target: >= 20x).
 (d) mlm: the MLM pretraining step (RoBERTa-base's shape, ``--size paper``) of labcore.pretrain against a plain
     transformers RobertaForMaskedLM step, tokens/s and MFU.
+(e) compile: (a) and (b) again with torch.compile on (the lab's regional compile of each block, as
+    TRANSFERLAB_COMPILE=1 does; the Trainer's ``torch_compile``), against the same loops eager: the rates and
+    the compile seconds (time to the first timed step, compiled minus eager).
 
 MFU is training FLOPs per token (labcore.device: 6 per trained matrix parameter, 4 per frozen one, plus
 attention; the MLM step's own count, labcore.pretrain.engine) times tokens/s, over the device's matrix-product
@@ -198,9 +201,9 @@ def config(device: str, precision: str, **values: Any):
     return TrainConfig(**{**params, "seed": 0, "loss": "ce", "precision": precision, "device": device, **values})
 
 
-def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float]:
-    """(samples/s, real tokens/s) of the lab's loop after ``warmup`` steps, timed between step events (each
-    reads the losses, so the device has finished the steps before it)."""
+def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float, float]:
+    """(samples/s, real tokens/s, seconds to the first timed step) of the lab's loop after ``warmup`` steps,
+    timed between step events (each reads the losses, so the device has finished the steps before it)."""
     from labcore.train import train
 
     lengths = data.lengths()
@@ -211,13 +214,14 @@ def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float]:
         counted.append((len(batch.index), int(lengths[batch.index].sum())))
         return model(batch.inputs, batch.mask)
 
+    started = time.perf_counter()
     for event in train(model, forward, data, cfg, evaluate=lambda: {"value": 0.0}):
         if event["type"] == "step":
             marks[event["step"]] = time.perf_counter()
     first, last = min(s for s in marks if s >= warmup), max(marks)
     elapsed = marks[last] - marks[first]
     done = counted[first:last]
-    return sum(n for n, _ in done) / elapsed, sum(t for _, t in done) / elapsed
+    return sum(n for n, _ in done) / elapsed, sum(t for _, t in done) / elapsed, marks[first] - started
 
 
 def peak(device: str, precision: str) -> float:
@@ -252,8 +256,10 @@ def report(line: str, profiled: tuple | bool) -> None:
 
 
 # ------------------------------------------------------------------------------------ (a) fine-tune
-def trainer_rate(splice: Splice, batch: int, warmup: int, timed: int, precision: str, device: str) -> float:
-    """Samples/s of transformers.Trainer on the same examples (full vocabulary), after ``warmup`` steps."""
+def trainer_rate(splice: Splice, batch: int, warmup: int, timed: int, precision: str, device: str,
+                 compiled: bool = False) -> tuple[float, float]:
+    """(samples/s, seconds to the first timed step) of transformers.Trainer on the same examples (full
+    vocabulary), after ``warmup`` steps; ``compiled``: with its ``torch_compile``."""
     import torch
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer, DataCollatorWithPadding, Trainer,
                               TrainerCallback, TrainingArguments)
@@ -282,12 +288,13 @@ def trainer_rate(splice: Splice, batch: int, warmup: int, timed: int, precision:
                                  learning_rate=1e-4, warmup_steps=0.06, report_to="none", save_strategy="no",
                                  logging_strategy="no", disable_tqdm=True, dataloader_num_workers=0, seed=0,
                                  bf16=precision == "bf16", tf32=cuda and precision == "fp32" or None,
-                                 use_cpu=not cuda)
+                                 use_cpu=not cuda, torch_compile=compiled)
         tokenizer = AutoTokenizer.from_pretrained(splice.model_folder)
         trainer = Trainer(model=model, args=args, train_dataset=rows, data_collator=DataCollatorWithPadding(tokenizer),
                           callbacks=[Clock()])
+        marks["train"] = time.perf_counter()
         trainer.train()
-    return timed * batch / (marks["end"] - marks["start"])
+    return timed * batch / (marks["end"] - marks["start"]), marks["start"] - marks["train"]
 
 
 def bench_finetune(splice: Splice, scale: Scale, device: str, precision: str, profiled: bool) -> None:
@@ -300,9 +307,9 @@ def bench_finetune(splice: Splice, scale: Scale, device: str, precision: str, pr
     tokens_per_sample = float(data.lengths().mean())
     for _ in range(scale.rounds):
         labs.append(timed_loop(lab_minilm(splice, device), data, cfg, scale.warmup))
-        trainers.append(trainer_rate(splice, scale.finetune_batch, scale.warmup, scale.timed, precision, device))
-    lab_samples = statistics.median(s for s, _ in labs)
-    lab_tokens = statistics.median(t for _, t in labs)
+        trainers.append(trainer_rate(splice, scale.finetune_batch, scale.warmup, scale.timed, precision, device)[0])
+    lab_samples = statistics.median(s for s, _, _ in labs)
+    lab_tokens = statistics.median(t for _, t, _ in labs)
     trainer = statistics.median(trainers)
     model = lab_minilm(splice, device)
     flops, rate = devices.module_flops_per_token(model, tokens_per_sample), peak(device, precision)
@@ -315,11 +322,23 @@ def bench_finetune(splice: Splice, scale: Scale, device: str, precision: str, pr
 
 # ------------------------------------------------------------------------------------ (b) BERT-base
 def bench_bert_base(scale: Scale, device: str, precision: str, profiled: bool) -> None:
+    from labcore import device as devices
+
+    model, data, cfg, bert = bert_base_setup(scale, device, precision)
+    _, tokens, _ = timed_loop(model, data, cfg, scale.warmup)
+    flops, rate = devices.module_flops_per_token(model, scale.bert_length), peak(device, precision)
+    report(f"(b) bert-base-sized ({bert.num_hidden_layers} x {bert.hidden_size}, random init) batch {scale.bert_batch} "
+           f"x {scale.bert_length} {precision}: {tokens:,.0f} tokens/s, {flops / 1e6:,.0f} MFLOP/token, peak "
+           f"{rate / 1e12:,.1f} TFLOP/s, MFU {devices.mfu(tokens, flops, rate):.1%} (target >= 35 %), memory peak "
+           f"{devices.peak_memory_mb(device):,.0f} MB", profiled and ("(b) the bert-base step", model, data, cfg))
+
+
+def bert_base_setup(scale: Scale, device: str, precision: str):
+    """(b)'s model, examples, loop configuration and BertConfig."""
     import numpy as np
     import torch
     from transformers import BertConfig, BertModel
 
-    from labcore import device as devices
     from labcore import models
     from labcore.encode import Encoded
     from labcore.models.backbones import backbone_info
@@ -340,12 +359,7 @@ def bench_bert_base(scale: Scale, device: str, precision: str, profiled: bool) -
     data = Encoded(rows, rng.integers(0, 2, n))
     cfg = config(device, precision, batch_size=scale.bert_batch, max_steps=steps, eval_every=10**9, patience=0,
                  min_evals=0, lr=1e-4)
-    _, tokens = timed_loop(model, data, cfg, scale.warmup)
-    flops, rate = devices.module_flops_per_token(model, scale.bert_length), peak(device, precision)
-    report(f"(b) bert-base-sized ({bert.num_hidden_layers} x {bert.hidden_size}, random init) batch {scale.bert_batch} "
-           f"x {scale.bert_length} {precision}: {tokens:,.0f} tokens/s, {flops / 1e6:,.0f} MFLOP/token, peak "
-           f"{rate / 1e12:,.1f} TFLOP/s, MFU {devices.mfu(tokens, flops, rate):.1%} (target >= 35 %), memory peak "
-           f"{devices.peak_memory_mb(device):,.0f} MB", profiled and ("(b) the bert-base step", model, data, cfg))
+    return model, data, cfg, bert
 
 
 # ------------------------------------------------------------------------- (c) splice, standard, end to end
@@ -364,7 +378,7 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
                                        record.mfu)
         batch, lr, steps = record.spec["batch_size"], record.spec["lr"], record.steps_done
     else:  # the same steps from the carried data: model, loop, best-on-validation, test
-        from labcore.run import _predict, evaluate_logits
+        from labcore.evaluate import evaluate_logits, predict
         from labcore.train import train
 
         info = SimpleNamespace(output_kind="class", metric="accuracy", vote_by_group=False)
@@ -375,7 +389,7 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
             validation = validation.subset(range(min(64, len(validation))))
 
         def evaluate() -> dict[str, float]:
-            result = evaluate_logits(_predict(model, validation, cfg.eval_batch_size, device, precision), validation, info)
+            result = evaluate_logits(predict(model, validation, cfg.eval_batch_size, device, precision), validation, info)
             return {"value": result["accuracy"], "loss": result["loss"]}
 
         end: dict[str, Any] = {}
@@ -383,7 +397,7 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
             if event["type"] == "train_end":
                 end = event
         test = splice.splits["test"]
-        accuracy = evaluate_logits(_predict(model, test, cfg.eval_batch_size, device, precision), test, info)["accuracy"]
+        accuracy = evaluate_logits(predict(model, test, cfg.eval_batch_size, device, precision), test, info)["accuracy"]
         tokens = end["samples_per_s"] * float(splice.splits["train"].lengths().mean())
         wall = time.perf_counter() - started
         flops = devices.module_flops_per_token(model, float(splice.splits["train"].lengths().mean()))
@@ -416,6 +430,35 @@ def bench_mlm(scale: Scale, device: str, precision: str, carried: Path | None, p
                                                                                  scale.mlm_size))
 
 
+# ------------------------------------------------------------------------------------------- (e) compile
+def bench_compile(splice: Splice, scale: Scale, device: str, precision: str) -> None:
+    """(a) and (b) eager and compiled, side by side in this process: rates and the compile's seconds."""
+    from labcore import device as devices
+
+    data = splice.splits["train"]
+    cfg = config(device, precision, batch_size=scale.finetune_batch, max_steps=scale.warmup + scale.timed,
+                 eval_every=10**9, patience=0, min_evals=0)
+    eager = timed_loop(lab_minilm(splice, device), data, cfg, scale.warmup)
+    compiled = timed_loop(devices.compile_blocks(lab_minilm(splice, device)), data, cfg, scale.warmup)
+    trainer_eager = trainer_rate(splice, scale.finetune_batch, scale.warmup, scale.timed, precision, device)
+    trainer_compiled = trainer_rate(splice, scale.finetune_batch, scale.warmup, scale.timed, precision, device,
+                                    compiled=True)
+    print(f"(e) compile, (a) finetune {precision}: lab eager {eager[0]:,.1f} samples/s, compiled {compiled[0]:,.1f} "
+          f"({compiled[0] / eager[0]:.2f}x, compile {compiled[2] - eager[2]:.1f} s); Trainer eager "
+          f"{trainer_eager[0]:,.1f}, torch_compile {trainer_compiled[0]:,.1f} ({trainer_compiled[0] / trainer_eager[0]:.2f}x, "
+          f"compile {trainer_compiled[1] - trainer_eager[1]:.1f} s); best lab / best Trainer "
+          f"{max(eager[0], compiled[0]) / max(trainer_eager[0], trainer_compiled[0]):.2f}x", flush=True)
+    model, bert_data, bert_cfg, _ = bert_base_setup(scale, device, precision)
+    bert_eager = timed_loop(model, bert_data, bert_cfg, scale.warmup)
+    model, bert_data, bert_cfg, _ = bert_base_setup(scale, device, precision)
+    bert_compiled = timed_loop(devices.compile_blocks(model), bert_data, bert_cfg, scale.warmup)
+    flops, rate = devices.module_flops_per_token(model, scale.bert_length), peak(device, precision)
+    print(f"(e) compile, (b) bert-base-sized {precision}: eager {bert_eager[1]:,.0f} tokens/s (MFU "
+          f"{devices.mfu(bert_eager[1], flops, rate):.1%}), compiled {bert_compiled[1]:,.0f} tokens/s (MFU "
+          f"{devices.mfu(bert_compiled[1], flops, rate):.1%}, {bert_compiled[1] / bert_eager[1]:.2f}x, compile "
+          f"{bert_compiled[2] - bert_eager[2]:.1f} s)", flush=True)
+
+
 # ------------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -423,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pack", metavar="DIR", help="write what a bare GPU machine needs into DIR, and exit")
     parser.add_argument("--carried", metavar="DIR", help="read the model and data from DIR (written by --pack)")
     parser.add_argument("--try-on-cpu", action="store_true", help="tiny versions on the CPU: check the code paths")
-    parser.add_argument("--only", default="abcd", help="which measurements, e.g. ab (default abcd)")
+    parser.add_argument("--only", default="abcde", help="which measurements, e.g. ab (default abcde)")
     args = parser.parse_args(argv)
     if args.pack:
         pack(Path(args.pack))
@@ -449,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"device {device} ({devices.describe(device)}), {precision}, torch {torch.__version__}; measured "
           f"{precision} matrix-product rate {peak(device, precision) / 1e12:,.2f} TFLOP/s", flush=True)
     splice = None
-    if set(args.only) & set("ac") and (carried is not None or "a" in args.only):
+    if set(args.only) & set("ace") and (carried is not None or set(args.only) & set("ae")):
         splice = splice_from_pack(carried) if carried is not None else splice_from_lab(
             "256" if args.try_on_cpu else "full")
     if "a" in args.only:
@@ -460,6 +503,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_splice_standard(splice, scale, device, precision, carried is not None)
     if "d" in args.only:
         bench_mlm(scale, device, precision, carried, args.profile)
+    if "e" in args.only:
+        bench_compile(splice, scale, device, precision)
     return 0
 
 
