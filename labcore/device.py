@@ -268,7 +268,9 @@ def setup(device: str, precision: str) -> list[str]:
 
     if kind(device) != "cuda":
         return []
-    torch.cuda.set_device(torch.device(device))
+    index = torch.device(device).index
+    if index is not None:  # plain "cuda" is the current device already; set_device wants an index
+        torch.cuda.set_device(index)
     torch.cuda.reset_peak_memory_stats()
     notes = [f"on {describe(device)} ({device}); attention by SDPA (flash / memory-efficient kernels)"]
     if precision == "fp32":
