@@ -128,7 +128,7 @@ def plain_rate(data, warmup: int, precision: str, device: str, size: str = "cpu"
     torch.manual_seed(0)
     model = RobertaForMaskedLM(roberta_config(SIZES[size])).to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=5e-4, weight_decay=0.01)
-    replacements = torch.from_numpy(corpora.sampleable_ids())
+    replacements = torch.from_numpy(corpora.sampleable_ids()).to(device)  # as the lab keeps them
     cuda = device.startswith("cuda")
     tokens, start = 0, None
     for step, (ids, mask, real) in enumerate(data, 1):

@@ -262,8 +262,11 @@ def autocast(precision: str, device: str):
 def setup(device: str, precision: str) -> list[str]:
     """Set torch up for training on ``device`` in ``precision``; notes for the run's record.
 
-    On CUDA: the current device, and TF32 tensor cores for fp32 matmuls and convolutions (10-bit mantissa
-    products, fp32 accumulation: the speed of bf16 inputs at fp32 range)."""
+    On CUDA: the current device, TF32 tensor cores for fp32 matmuls and convolutions (10-bit mantissa
+    products, fp32 accumulation: the speed of bf16 inputs at fp32 range), and SDPA without its cuDNN backend:
+    cuDNN builds an attention plan for each new shape, and in the MLM step, whose lengths and masked-row
+    counts change every batch, its backward took 2.7 ms of host time a call on an H100 (32 ms a RoBERTa-base
+    step, more than the GPU's whole step); the flash and memory-efficient kernels need no plan."""
     import torch
 
     if kind(device) != "cuda":
@@ -272,6 +275,7 @@ def setup(device: str, precision: str) -> list[str]:
     if index is not None:  # plain "cuda" is the current device already; set_device wants an index
         torch.cuda.set_device(index)
     torch.cuda.reset_peak_memory_stats()
+    torch.backends.cuda.enable_cudnn_sdp(False)
     notes = [f"on {describe(device)} ({device}); attention by SDPA (flash / memory-efficient kernels)"]
     if precision == "fp32":
         torch.backends.cuda.matmul.allow_tf32 = True

@@ -356,6 +356,7 @@ def _model_target(fit: _Fit) -> None:
     """Train and predict with the whole model."""
     model, splits = fit.prepared.model, fit.prepared.splits
     fit.trained_module = model
+    model.check_ids(splits.values())  # once, on the host: the forward reads no index back on a GPU
     trained, fit.compile_notes = devices.maybe_compile(model)  # in place: predictions run the compiled blocks too
     fit.forward = lambda batch: trained(batch.inputs, batch.mask)
     fit.predict = lambda split: predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)

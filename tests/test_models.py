@@ -423,6 +423,20 @@ def test_adapters_check_their_inputs():
         lab("bert", "embedding", n_symbols=4)(torch.tensor([[1, 4]]))
 
 
+def test_a_runs_splits_are_checked_on_the_host_with_the_adapters_words():
+    from labcore.encode import Encoded
+    import numpy as np
+
+    def split(*rows):
+        return Encoded([np.asarray(r, dtype=np.int64) for r in rows], np.zeros(len(rows), dtype=np.int64))
+
+    model = lab("bert", "embedding", n_symbols=4)
+    model.check_ids([split([0, 3], [1]), split([2])])  # every index has a row
+    with pytest.raises(LabError, match="symbol index 4 is out of range for n_symbols=4"):
+        model.check_ids([split([0, 3]), split([4, 1])])
+    lab("bert", "linear", vector_dim=5).check_ids([split([99])])  # vectors: nothing to check
+
+
 def test_linear_adapter_is_orthogonal_with_fpt_gain():
     model = lab("gpt2", "linear", vector_dim=5)
     weight = model.adapter.linear.weight  # [64, 5]: orthogonal columns, each of norm 1.41

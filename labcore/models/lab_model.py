@@ -53,6 +53,14 @@ class DetachedEmbedding(nn.Module):
         return f"moved to the input adapter ({self.original_num_embeddings} x {self.embedding_dim})"
 
 
+def reads_range(inputs: torch.Tensor) -> bool:
+    """Whether an adapter checks its indices in its forward. Not on a GPU: reading the largest index to the
+    host there waits for every queued kernel each step, so the host cannot run ahead (a BERT-base step on an
+    H100 was host-bound); a run checks its splits on the host before training instead
+    (:meth:`LabModel.check_ids`), where an index out of range would otherwise end in a device-side assert."""
+    return bool(inputs.numel()) and inputs.device.type != "cuda"
+
+
 class VocabAdapter(nn.Module):
     """Token ids through (part of) the pretrained word-embedding table."""
 
@@ -82,11 +90,15 @@ class VocabAdapter(nn.Module):
         if inputs.dtype != torch.long:
             raise LabError(f"the vocab adapter takes token ids (LongTensor), got {inputs.dtype}; vector inputs "
                            f"need adapter='linear'")
-        if inputs.numel() and int(inputs.max()) >= self.embedding.num_embeddings:
+        if reads_range(inputs):
+            self.check_largest(int(inputs.max()))
+        return self.embedding(inputs)
+
+    def check_largest(self, largest: int) -> None:
+        if largest >= self.embedding.num_embeddings:
             what = ("compact indices (adapter.compact(ids))" if self.rows is not None
                     else f"ids below the vocabulary size {self.embedding.num_embeddings}")
-            raise LabError(f"input index {int(inputs.max())} is out of range: this adapter takes {what}")
-        return self.embedding(inputs)
+            raise LabError(f"input index {largest} is out of range: this adapter takes {what}")
 
 
 class EmbeddingAdapter(nn.Module):
@@ -101,10 +113,14 @@ class EmbeddingAdapter(nn.Module):
     def forward(self, inputs: torch.Tensor) -> torch.Tensor:
         if inputs.dtype != torch.long:
             raise LabError(f"the embedding adapter takes symbol indices (LongTensor), got {inputs.dtype}")
-        if inputs.numel() and int(inputs.max()) >= self.embedding.num_embeddings:
-            raise LabError(f"symbol index {int(inputs.max())} is out of range for n_symbols="
-                           f"{self.embedding.num_embeddings}; build the model with the discipline's alphabet size")
+        if reads_range(inputs):
+            self.check_largest(int(inputs.max()))
         return self.embedding(inputs)
+
+    def check_largest(self, largest: int) -> None:
+        if largest >= self.embedding.num_embeddings:
+            raise LabError(f"symbol index {largest} is out of range for n_symbols="
+                           f"{self.embedding.num_embeddings}; build the model with the discipline's alphabet size")
 
 
 class LinearAdapter(nn.Module):
@@ -262,6 +278,15 @@ class LabModel(nn.Module):
         if self._body_eval:
             self.backbone.eval()
         return self
+
+    def check_ids(self, splits) -> None:
+        """Refuse, with the adapters' own error, data whose indices the input table has no row for: every
+        example of ``splits`` (labcore.encode.Encoded), read on the host once."""
+        check = getattr(self.adapter, "check_largest", None)
+        if check is None:  # vectors, not indices
+            return
+        largest = max((int(x.max()) for split in splits for x in split.inputs if len(x)), default=-1)
+        check(largest)
 
     # ----------------------------------------------------------------------------------------------
     def _mask(self, inputs: torch.Tensor, attention_mask: torch.Tensor | None) -> torch.Tensor:

@@ -65,7 +65,8 @@ class MlmObjective:
     def __init__(self, model: MaskedLM, held_out: Encoded, cfg: TrainConfig, seed: int) -> None:
         self.model, self.held_out, self.cfg, self.seed = model, held_out, cfg, seed
         # A random replacement (10 % of the chosen positions) draws an ordinary token, never a special one.
-        self.replacements = torch.from_numpy(corpora.sampleable_ids())
+        # On the device once: sent with every batch, the ids were a pageable copy each step on a GPU.
+        self.replacements = torch.from_numpy(corpora.sampleable_ids()).to(cfg.device)
         self.correct: torch.Tensor | None = None  # masked predictions right since the last read, on the device
         self.predicted: torch.Tensor | None = None  # masked positions since the last read, on the device
 
