@@ -14,8 +14,9 @@ steps), the median over rounds that alternate the two. MFU is each step's FLOP/s
 measured peak (labcore.device.measure_matmul_flops: large products in the same precision on the same
 threads, best of several readings), its FLOPs a token counted as the step computes them (labcore.flops, on
 the data's own sequences unpadded): the lab's decoder and last block's queries and feed-forward run on the
-masked rows only, the plain step's on every row. The lab's count is printed beside the analytic one its
-records use (:func:`useful_flops_per_token`, 6 per parameter a row meets plus attention).
+masked rows only, the plain step's on every row. The lab's count (which its records use too,
+labcore.pretrain.engine.counted_flops_per_token) is printed beside the analytic one
+(:func:`useful_flops_per_token`, 6 per parameter a row meets plus attention).
 
 Last line: lab_tokens_s=<x> plain_tokens_s=<y> ratio=<x/y> mfu=<m> plain_mfu=<p>
 """

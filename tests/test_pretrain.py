@@ -153,6 +153,12 @@ def test_mlm_loss_on_nested_falls_well_below_its_start_and_a_lab_model_loads_lik
     steps = [e for e in events if e["type"] == "step"]
     assert all(0.0 <= e["accuracy"] <= 1.0 and e["tokens_per_s"] > 0 for e in steps)
     assert record["name"] == "lab:test-nested" and record["steps"] == 40
+    # FLOPs a token as the step computes them: below the analytic count, which assumes every row's full length
+    from labcore.pretrain.engine import useful_flops_per_token
+
+    analytic = useful_flops_per_token(record["spec"]["size"], record["tokens_seen"] / (40 * record["spec"]["batch_size"]))
+    assert 0.5 * analytic < record["flops_per_token"] < analytic
+    assert record["mfu"] == pytest.approx(record["tokens_per_s"] * record["flops_per_token"] / record["peak_flops"])
     assert "lab:test-nested" in made_here_names("lab")
 
     folder = model_folder("lab:test-nested")

@@ -105,6 +105,18 @@ class MlmObjective:
         return {"value": correct / total, "loss": loss_sum / total}
 
 
+def counted_flops_per_token(objective: MlmObjective, data: Encoded, device: str) -> float:
+    """Training FLOPs a real token as the MLM step computes them (labcore.flops, on the data's own examples,
+    unpadded), as a fine-tuning run's record counts them; :func:`useful_flops_per_token`, the analytic
+    count, read about 6 % high. The masked-accuracy tally the counting forwards add is cleared after."""
+    from labcore import flops as counting
+
+    try:
+        return counting.flops_per_token(objective.model, objective.forward, data, device)
+    finally:
+        objective.correct = objective.predicted = None
+
+
 MASKED_SHARE = 0.15  # of the positions (labcore.pretrain.mlm.mask_tokens): those the decoder runs on
 
 
@@ -203,7 +215,7 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         "wall_s": round(time.time() - started, 1),  # this attempt's
         "precision": cfg.precision, "device": device, "threads": torch.get_num_threads(),
         **devices.speed_fields(device, cfg.precision, end["samples_per_s"] * mean_tokens,
-                               useful_flops_per_token(spec.size, mean_tokens)),
+                               counted_flops_per_token(objective, data, device)),
         "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
         "spec": spec.__dict__, "key": key}
     if status != "done":
