@@ -164,167 +164,227 @@ class LoopState:
             self.bad_evals += 1
 
 
-def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig, *,
-          evaluate: EvaluateFn, workdir: Path | None = None, should_stop: StopFn = lambda: None,
-          resume: bool = False, commit_file: CommitFn = os.replace,
-          between_steps: Callable[[int], dict[str, Any] | None] | None = None) -> Iterator[dict[str, Any]]:
-    """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch.
+@dataclass(frozen=True)
+class LoopHooks:
+    """Where the loop meets its caller: ``evaluate()`` gives the validation metric (``{"value", "loss"}``);
+    ``should_stop()`` a reason to stop, or None; ``commit_file(tmp, final)`` moves a written checkpoint into
+    place (a worker's refuses once its attempt was superseded, and the loop then ends by that error);
+    ``between_steps(step)`` runs after every step (the run re-checks its threads there) and may return an
+    event to pass on."""
 
-    ``commit_file(tmp, final)`` moves a written checkpoint into place (a worker's refuses once its
-    attempt was superseded, and the loop then ends by that error). ``between_steps(step)`` runs after
-    every step (the run re-checks its threads there); an event it returns is passed on."""
-    torch.manual_seed(cfg.seed)
-    named = {n: p for n, p in module.named_parameters() if p.requires_grad}
-    params = list(named.values())
-    if not params:
-        raise ValueError("nothing to train: the protocol froze every parameter")
-    optimizer = make_optimizer(cfg, params)
-    total = cfg.total_steps(len(train_data))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, _schedule(cfg, total))
-    criterion = loss_fn(cfg.loss)
-    per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
-    eval_every = cfg.evaluate_every(len(train_data))
+    evaluate: EvaluateFn
+    should_stop: StopFn = lambda: None
+    commit_file: CommitFn = os.replace
+    between_steps: Callable[[int], dict[str, Any] | None] | None = None
 
-    st = LoopState(best_state={n: p.detach().clone() for n, p in named.items()})
-    resume_path = workdir / RESUME_FILE if workdir else None
-    if resume and resume_path and resume_path.is_file():
+
+class TrainingLoop:
+    """One training run's loop, in named steps: :meth:`restore` (a resume checkpoint), :meth:`step` (one
+    optimiser step), :meth:`evaluate`, :meth:`checkpoint`, :meth:`flush` (the pending losses read to the
+    host) and :meth:`finish`; :meth:`run` strings them together as the module docstring describes. Built
+    whole in ``__init__``: nothing is filled in later."""
+
+    def __init__(self, module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig,
+                 hooks: LoopHooks, workdir: Path | None = None) -> None:
+        torch.manual_seed(cfg.seed)
+        self.module, self.forward, self.train_data, self.cfg, self.hooks = module, forward, train_data, cfg, hooks
+        self.named = {n: p for n, p in module.named_parameters() if p.requires_grad}
+        self.params = list(self.named.values())
+        if not self.params:
+            raise ValueError("nothing to train: the protocol froze every parameter")
+        self.optimizer = make_optimizer(cfg, self.params)
+        self.total = cfg.total_steps(len(train_data))
+        self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(cfg, self.total))
+        self.criterion = loss_fn(cfg.loss)
+        self.per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
+        self.eval_every = cfg.evaluate_every(len(train_data))
+        self.resume_path = workdir / RESUME_FILE if workdir else None
+        self.st = LoopState(best_state={n: p.detach().clone() for n, p in self.named.items()})
+        self.pending: list[torch.Tensor] = []  # this interval's step losses, still on the device
+        self.reads = 0  # host reads of the loss (each one a sync on CUDA)
+
+    # ------------------------------------------------------------------------------------ named steps
+    def restore(self) -> Iterator[dict[str, Any]]:
+        """Load the resume checkpoint, where there is one: weights, optimiser, scheduler, RNG, curves."""
+        if not (self.resume_path and self.resume_path.is_file()):
+            return
         # weights_only: tensors and plain containers only, so a checkpoint file can never run code.
-        state = torch.load(resume_path, weights_only=True)
+        state = torch.load(self.resume_path, weights_only=True)
         with torch.no_grad():
-            for n, p in named.items():
+            for n, p in self.named.items():
                 p.copy_(state["params"][n])
-        optimizer.load_state_dict(state["optimizer"])
-        scheduler.load_state_dict(state["scheduler"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.scheduler.load_state_dict(state["scheduler"])
         torch.set_rng_state(state["rng"]["torch"])
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
-        st = LoopState.from_checkpoint(state)
-        yield {"type": "log", "message": f"resumed from step {st.step}"}
+        self.st = LoopState.from_checkpoint(state)
+        yield {"type": "log", "message": f"resumed from step {self.st.step}"}
 
-    pending: list[torch.Tensor] = []  # this interval's step losses, still on the device
-    reads = [0]  # host reads of the loss (each one a sync on CUDA)
-    read_every = cfg.read_every
+    def step(self, batch: Batch) -> None:
+        """One optimiser step; its loss stays on the device until :meth:`flush`."""
+        cfg, st = self.cfg, self.st
+        tick = time.perf_counter()
+        with autocast(cfg.precision, cfg.device):
+            logits = self.forward(batch)
+        loss = self.criterion(logits.float(), batch.labels)
+        self.optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if cfg.grad_clip > 0:
+            torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
+        self.optimizer.step()
+        self.scheduler.step()
+        self.pending.append(loss.detach())
+        st.step += 1
+        st.seen += len(batch.index)
+        st.train_time += time.perf_counter() - tick
 
-    def save_resume() -> Iterator[dict[str, Any]]:
-        assert resume_path is not None
+    def evaluate(self) -> dict[str, Any]:
+        """Validate now; the eval event (the best weights are kept by :class:`LoopState`)."""
+        self.module.eval()
+        result = self.hooks.evaluate()
+        self.module.train()
+        self.st.record_eval(self.st.step, result["value"], self.named)
+        return {"type": "eval", "step": self.st.step, "split": "validation", "value": result["value"],
+                "loss": result.get("loss")}
+
+    def checkpoint(self) -> Iterator[dict[str, Any]]:
+        """Write the resume checkpoint (the event first: see below)."""
+        assert self.resume_path is not None
         # The event goes out before the file is written: whoever streams the events has stored every step
         # up to this one by the time the checkpoint exists, so a resumed run's stream never has a gap. A
         # kill in between leaves the previous checkpoint, and the stream doubles back, which readers drop.
-        yield {"type": "checkpoint", "step": st.step, "path": str(resume_path)}
-        tmp = resume_path.with_name(f".{resume_path.name}.{os.getpid()}.tmp")  # one per writer: never shared
+        yield {"type": "checkpoint", "step": self.st.step, "path": str(self.resume_path)}
+        tmp = self.resume_path.with_name(f".{self.resume_path.name}.{os.getpid()}.tmp")  # one per writer
         try:
-            torch.save({"params": {n: p.detach().clone() for n, p in named.items()},
-                        "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                        "rng": _rng_state(), **st.to_checkpoint()}, tmp)
-            commit_file(tmp, resume_path)
+            torch.save({"params": {n: p.detach().clone() for n, p in self.named.items()},
+                        "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                        "rng": _rng_state(), **self.st.to_checkpoint()}, tmp)
+            self.hooks.commit_file(tmp, self.resume_path)
         finally:
             tmp.unlink(missing_ok=True)  # a failed or refused write leaves nothing half-written
 
-    def finish(status: str) -> dict[str, Any]:
-        with torch.no_grad():  # hand back the best weights: the caller tests those
-            for n, p in named.items():
+    def finish(self, status: str) -> dict[str, Any]:
+        """Hand back the best weights (the caller tests those); the train_end event."""
+        st = self.st
+        with torch.no_grad():
+            for n, p in self.named.items():
                 p.copy_(st.best_state[n])
         return {"type": "train_end", "status": status, "best_step": st.best_step,
                 "best_value": None if st.best_value == -math.inf else st.best_value, "steps_done": st.step,
-                "total_steps": total, "losses": st.losses, "val_curve": st.val_curve,
-                "samples_per_s": st.seen / st.train_time if st.train_time > 0 else 0.0, "host_reads": reads[0]}
+                "total_steps": self.total, "losses": st.losses, "val_curve": st.val_curve,
+                "samples_per_s": self._samples_per_s(), "host_reads": self.reads}
 
-    def run_eval() -> dict[str, Any]:
-        module.eval()
-        result = evaluate()
-        module.train()
-        st.record_eval(st.step, result["value"], named)
-        return {"type": "eval", "step": st.step, "split": "validation", "value": result["value"],
-                "loss": result.get("loss")}
+    def flush(self) -> Iterator[dict[str, Any]]:
+        """Read what is pending; yields its step event, or ends the run (``StopIteration`` value: ended)."""
+        if not self.pending:
+            return False
+        event = self._read_losses()
+        if "diverged" in event:
+            error = event.pop("diverged")
+            yield event
+            yield {**self.finish("diverged"), "error": error}
+            return True
+        yield event
+        return False
 
-    def read_losses() -> dict[str, Any]:
+    # ------------------------------------------------------------------------------------------ helpers
+    def _samples_per_s(self) -> float:
+        return self.st.seen / self.st.train_time if self.st.train_time > 0 else 0.0
+
+    def _read_losses(self) -> dict[str, Any]:
         """Read the interval's losses to the host (one transfer); the step event for them, or the end of a
         diverged run. Timed as training: on CUDA the read waits for the interval's queued steps."""
+        st = self.st
         tick = time.perf_counter()
-        values = torch.stack(pending).float().cpu().tolist()
-        reads[0] += 1
+        values = torch.stack(self.pending).float().cpu().tolist()
+        self.reads += 1
         st.train_time += time.perf_counter() - tick
         first = st.step - len(values) + 1
-        pending.clear()
+        self.pending.clear()
         for offset, value in enumerate(values):
             if not math.isfinite(value):
                 # The steps after the first bad one trained on its weights: the run ends where the loss broke.
                 st.step = first + offset - 1
                 st.losses.extend((first + i, v) for i, v in enumerate(values[:offset]))
-                error = diverged_error(st.step + 1, value, cfg.lr, st.best_step)
+                error = diverged_error(st.step + 1, value, self.cfg.lr, st.best_step)
                 return {"type": "log", "message": error, "diverged": error}
         st.losses.extend((first + i, v) for i, v in enumerate(values))
-        return {"type": "step", "step": st.step, "steps": len(values), "epoch": round(st.step / per_epoch, 3),
-                "loss": sum(values) / len(values), "lr": scheduler.get_last_lr()[0],
-                "samples_per_s": st.seen / st.train_time if st.train_time > 0 else 0.0}
+        return {"type": "step", "step": st.step, "steps": len(values), "epoch": round(st.step / self.per_epoch, 3),
+                "loss": sum(values) / len(values), "lr": self.scheduler.get_last_lr()[0],
+                "samples_per_s": self._samples_per_s()}
 
-    def flush() -> Iterator[dict[str, Any]]:
-        """Read what is pending; yields its step event, or ends the run (``StopIteration`` value: ended)."""
-        if not pending:
-            return False
-        event = read_losses()
-        if "diverged" in event:
-            error = event.pop("diverged")
+    def _plateaued(self) -> bool:
+        # A plateau ends the run only past the floor of min_steps: a run must first leave its start (the
+        # majority class) before a lull in validation may stop it.
+        cfg = self.cfg
+        return cfg.patience > 0 and self.st.bad_evals >= cfg.patience and self.st.step >= cfg.min_steps
+
+    def _batches(self) -> Iterator[Batch]:
+        """The training batches from where the state stands to the last step, epoch by epoch."""
+        cfg, st = self.cfg, self.st
+        start_epoch, skip = divmod(st.step, self.per_epoch)
+        for epoch in range(start_epoch, math.ceil(self.total / self.per_epoch)):
+            for batch in iterate(self.train_data, cfg.batch_size, shuffle=True, seed=cfg.seed, epoch=epoch,
+                                 device=cfg.device, skip=skip if epoch == start_epoch else 0):
+                if st.step >= self.total:
+                    return
+                yield batch
+
+    # --------------------------------------------------------------------------------------------- run
+    def after_step(self) -> Iterator[dict[str, Any]]:
+        """What follows a step: the loss read, evaluation and early stop, the caller's hook, the checkpoint
+        and a stop request, in that order (``StopIteration`` value: the run ended)."""
+        cfg, st = self.cfg, self.st
+        evaluating = st.step % self.eval_every == 0 or st.step == self.total
+        checkpointing = bool(self.resume_path and cfg.checkpoint_every > 0 and st.step % cfg.checkpoint_every == 0)
+        if st.step % cfg.read_every == 0 or evaluating or checkpointing or st.step == self.total:
+            if (yield from self.flush()):
+                return True
+        if evaluating:
+            yield self.evaluate()
+            if self._plateaued():
+                yield {"type": "log", "message": f"early stop at step {st.step}: no improvement in "
+                                                 f"{cfg.patience} evaluations"}
+                yield self.finish("done")
+                return True
+        if self.hooks.between_steps is not None and (event := self.hooks.between_steps(st.step)) is not None:
             yield event
-            yield {**finish("diverged"), "error": error}
+        if checkpointing:
+            yield from self.checkpoint()
+        reason = self.hooks.should_stop()
+        if reason:
+            if (yield from self.flush()):
+                return True
+            if self.resume_path:
+                yield from self.checkpoint()
+            yield self.finish(reason)
             return True
-        yield event
         return False
 
-    module.train()
-    start_epoch, skip = divmod(st.step, per_epoch)
-    for epoch in range(start_epoch, math.ceil(total / per_epoch)):
-        for batch in iterate(train_data, cfg.batch_size, shuffle=True, seed=cfg.seed, epoch=epoch,
-                             device=cfg.device, skip=skip if epoch == start_epoch else 0):
-            if st.step >= total:
-                break
-            tick = time.perf_counter()
-            with autocast(cfg.precision, cfg.device):
-                logits = forward(batch)
-            loss = criterion(logits.float(), batch.labels)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            if cfg.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
-            optimizer.step()
-            scheduler.step()
-            pending.append(loss.detach())
-            st.step += 1
-            st.seen += len(batch.index)
-            st.train_time += time.perf_counter() - tick
-            evaluating = st.step % eval_every == 0 or st.step == total
-            checkpointing = bool(resume_path and cfg.checkpoint_every > 0 and st.step % cfg.checkpoint_every == 0)
-            if st.step % read_every == 0 or evaluating or checkpointing or st.step == total:
-                if (yield from flush()):
-                    return
-            if evaluating:
-                yield run_eval()
-                # a plateau ends the run only past the floor of min_steps: a run must first leave its start (the
-                # majority class) before a lull in validation may stop it
-                if cfg.patience > 0 and st.bad_evals >= cfg.patience and st.step >= cfg.min_steps:
-                    yield {"type": "log", "message": f"early stop at step {st.step}: no improvement in "
-                                                     f"{cfg.patience} evaluations"}
-                    yield finish("done")
-                    return
-            if between_steps is not None and (event := between_steps(st.step)) is not None:
-                yield event
-            if checkpointing:
-                yield from save_resume()
-            reason = should_stop()
-            if reason:
-                if (yield from flush()):
-                    return
-                if resume_path:
-                    yield from save_resume()
-                yield finish(reason)
+    def run(self, resume: bool = False) -> Iterator[dict[str, Any]]:
+        if resume:
+            yield from self.restore()
+        self.module.train()
+        for batch in self._batches():
+            self.step(batch)
+            if (yield from self.after_step()):
                 return
-        if st.step >= total:
-            break
-    if (yield from flush()):
-        return
-    if not st.val_curve or st.val_curve[-1][0] != st.step:
-        yield run_eval()
-    yield finish("done")
+        if (yield from self.flush()):
+            return
+        if not self.st.val_curve or self.st.val_curve[-1][0] != self.st.step:
+            yield self.evaluate()
+        yield self.finish("done")
+
+
+def train(module: torch.nn.Module, forward: ForwardFn, train_data: Encoded, cfg: TrainConfig, *,
+          evaluate: EvaluateFn, workdir: Path | None = None, should_stop: StopFn = lambda: None,
+          resume: bool = False, commit_file: CommitFn = os.replace,
+          between_steps: Callable[[int], dict[str, Any] | None] | None = None) -> Iterator[dict[str, Any]]:
+    """Train `module`'s trainable parameters; `forward(batch)` returns logits for a batch. The events of
+    :class:`TrainingLoop` (see :class:`LoopHooks` for the callbacks)."""
+    hooks = LoopHooks(evaluate=evaluate, should_stop=should_stop, commit_file=commit_file, between_steps=between_steps)
+    yield from TrainingLoop(module, forward, train_data, cfg, hooks, workdir).run(resume)
 
 
 def diverged_error(step: int, loss: float, lr: float, best_step: int) -> str:
