@@ -15,7 +15,7 @@ from labcore import data as disciplines
 from labcore import paths
 from labcore.data import music, upload
 from labcore.data.base import stratified_split
-from labcore.data.upload import UploadLimits, save_upload
+from labcore.data.upload import UploadLimits, format_npz, registry, save_job, save_upload
 from labcore.errors import DataValidationError, LabError, UnknownNameError
 
 
@@ -97,7 +97,7 @@ def test_building_reads_the_checked_examples_not_the_file(monkeypatch, own_cache
     def no_parsing(*_args, **_kwargs):
         raise AssertionError("the upload was parsed again")
 
-    monkeypatch.setattr(upload, "parse_upload", no_parsing)
+    monkeypatch.setattr(registry, "parse_upload", no_parsing)
     summary = disciplines.summarize("upload:saved", progress=lambda _m: None)
     assert summary.split_sizes == {"train": 32, "validation": 4, "test": 4}
     assert summary.class_counts == {"neg": 20, "pos": 20} and summary.length_max == 12
@@ -428,7 +428,7 @@ def test_npz_images_become_padded_patches():
     assert dinfo.input_kind == "vectors" and dinfo.vector_dim == 16 and dinfo.vectors_are_patches
     assert sum(len(dataset[s]) for s in dataset) == 20
     # Reassemble image 0 from its patches: raster order, zero padding, uint8 scaled to [0, 1].
-    patches = upload._patches(images[:1, ..., None].astype(np.float32) / 255, 4, 512, "x")
+    patches = format_npz._patches(images[:1, ..., None].astype(np.float32) / 255, 4, 512, "x")
     grid = patches[0].reshape(2, 2, 4, 4).transpose(0, 2, 1, 3).reshape(8, 8)
     assert np.allclose(grid[:6, :5], images[0] / 255) and not grid[6:].any() and not grid[:, 5:].any()
 
@@ -589,7 +589,7 @@ def test_the_page_is_refused_at_once_what_needs_no_parsing(own_cache):
 
 
 def test_a_save_that_runs_too_long_is_stopped(own_cache, monkeypatch):
-    monkeypatch.setattr(upload, "SAVE_TIMEOUT_S", 0)
+    monkeypatch.setattr(save_job, "SAVE_TIMEOUT_S", 0)
     job = upload.start_save("slow", "s.csv", csv_bytes(two_class_rows(40)))
     result = job.wait()
     assert result.info is None and "took longer than 0 s and was stopped" in result.error
