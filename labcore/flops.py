@@ -5,7 +5,7 @@
   backward). Counted, not estimated from the parameter count, so whatever the engine skips is not counted:
   the last block run for the pooled rows only (labcore.models.pooled_rows), the weight gradients of frozen
   parameters, a head applied once a sequence. The dense estimate (6 per trained matrix parameter and token,
-  labcore.device.training_flops_per_token) counted MiniLM's whole last block and its head for every token:
+  labcore.rates.training_flops_per_token) counted MiniLM's whole last block and its head for every token:
   about 16 % more than a pooled-row step computes.
 * :func:`flops_per_token`: that count over a few of the data's own examples, each unpadded (padding is
   work, but no useful work: a step that pads more does not get a higher MFU for it), divided by their tokens.

@@ -16,6 +16,7 @@ import torch
 
 from labcore import device as devices
 from labcore import pool
+from labcore import rates as device_rates
 from labcore.encode import Encoded
 from labcore.errors import LabError
 from labcore.run import resolve_spec, run
@@ -91,7 +92,7 @@ def test_auto_precision_on_a_cpu_is_the_one_whose_products_are_faster(monkeypatc
         measured.append(precision)
         return {"bf16": bf16_rate, "fp32": 3.3e11}[precision]
 
-    monkeypatch.setattr(devices, "measure_matmul_flops", measure)
+    monkeypatch.setattr(device_rates, "measure_matmul_flops", measure)  # peak_flops measures there
     assert devices.resolve_precision("auto", "cpu") == expected
     assert devices.native_bf16("cpu") == (expected == "bf16")  # pages read the same choice, without torch
     assert sorted(measured) == (["bf16", "fp32"] if bf16_rate else [])
