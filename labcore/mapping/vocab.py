@@ -141,10 +141,10 @@ def model_vocab(model: str) -> Vocab:
 
     ``tokenizer.json`` (any fast tokenizer; its special tokens are the special ids, as
     :meth:`Vocab.from_tokenizer` sees them) or else ``vocab.txt`` (WordPiece: BERT, AntiBERTy). The folder is
-    the one the backbone loads from (:func:`labcore.models.backbones.model_folder`); a model that has never run
+    the one the backbone loads from (:func:`labcore.models.model_names.model_folder`); a model that has never run
     here has none yet.
     """
-    from labcore.models.backbones import model_folder
+    from labcore.models.model_names import model_folder
 
     folder = model_folder(model)
     if folder is None or not folder.is_dir():
