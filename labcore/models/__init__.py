@@ -1,6 +1,9 @@
 """Backbones, their structure, and lab models (input adapter -> transformer -> pooling -> linear head).
 
-* :mod:`.backbones`: packaged / hub / local / tiny backbones, inits ``pretrained``, ``random``, ``stats``.
+* :mod:`.backbones`: :func:`load_backbone`, a backbone loaded offline in fp32, and its :class:`BackboneInfo`.
+* :mod:`.model_names`: packaged / hub / local / tiny / lab / run backbone names, where each model comes from.
+* :mod:`.conversion`: packaged checkpoints (a pickle, a GGUF) converted once into transformers folders.
+* :mod:`.inits`: the inits ``pretrained``, ``random``, ``stats``.
 * :mod:`.architectures`: where each family keeps its layers (:class:`Structure`), its initialiser.
 * :mod:`.lab_model`: :class:`LabModel`, input adapters, pooling, :func:`build_lab_model`.
 * :mod:`.pooled_rows`: the last block computed for the pooled rows only (one row per sequence).
@@ -16,10 +19,12 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "backbones": ("BACKBONES", "INITS", "BackboneInfo", "Source", "backbone_info", "backbone_names",
-                  "init_from_statistics", "install_folder", "known_layers", "known_positions", "load_backbone",
-                  "made_here_names", "model_folder", "models_dir", "positions_of", "read_card", "resolve_backbone",
-                  "TINY_VOCAB"),
+    "backbones": ("BackboneInfo", "backbone_info", "known_layers", "known_positions", "load_backbone",
+                  "positions_of"),
+    "model_names": ("BACKBONES", "Source", "backbone_names", "made_here_names", "model_folder", "read_card",
+                    "resolve_backbone", "TINY_VOCAB"),
+    "conversion": ("install_folder", "models_dir"),
+    "inits": ("INITS", "init_from_statistics"),
     "architectures": ("LAYOUTS", "Layout", "Structure", "structure"),
     "lab_model": ("INPUT_ADAPTERS", "POOLINGS", "DetachedEmbedding", "EmbeddingAdapter", "LabModel",
                   "LinearAdapter", "VocabAdapter", "build_lab_model", "build_lab_model_from", "count_parameters"),
