@@ -1,7 +1,9 @@
 """The Ray executor process: the one Ray driver that runs the store's queued jobs on a cluster.
 
 ``python -m labcore ray-executor`` (started by :class:`labcore.executor.RayExecutor` when none is alive)
-connects to ``RAY_ADDRESS`` or starts a Ray cluster of this machine's own, then loops:
+connects to ``RAY_ADDRESS`` or starts a Ray cluster of this machine's own, then loops (the loop itself:
+registration, reaping, the queue gate, heartbeats, a full disk, is :class:`labcore.claim_loop.ClaimLoop`'s,
+shared with the local worker; this module launches and pumps Ray tasks):
 
 * claim queued jobs from the store while the cluster has CPUs free (the same claim as a local worker:
   attempt numbers, fencing and ``dead`` detection are the store's);
@@ -30,25 +32,25 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import sqlite3
 import sys
-import threading
 import time
 import traceback
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from labcore import jobs, paths
 from labcore.paths import env_number
-from labcore.attempt import EventSink, Outcome, OutputCapture, run_attempt
+from labcore.attempt import EventSink, Outcome
+from labcore.claim_loop import ClaimLoop, Identity, Launched
 from labcore.errors import LabError
-from labcore.jobs import JobContext, JobInput, Resources
-from labcore.store import HOST, Claim, Store, health, open_store
+from labcore.jobs import Resources
+from labcore.ray_task import PROBE, TASK, stop_file
+from labcore.store import HOST, Claim, Store, open_store
 
 ROLE = "ray-executor"
 # A task whose process, node or owner is gone: the job is dead (resume continues it), not failed.
@@ -91,75 +93,6 @@ def connect(address: str, *, temp_dir: str, local_cpus: int = 0) -> bool:
     return True
 
 
-def stop_file(workdir: Path, attempt: int) -> Path:
-    """The file that asks a running attempt to stop; it holds the reason (``cancelled``/``interrupted``)."""
-    return workdir / f".stop-{attempt}"
-
-
-def _read_stop(path: Path) -> str | None:
-    try:
-        return path.read_text().strip() or "cancelled"
-    except FileNotFoundError:
-        return None
-
-
-class _LogLines:
-    """What a task prints, kept until the generator yields it (OutputCapture writes here from its threads)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: list[dict[str, Any]] = []
-
-    def log(self, message: str, source: str = "worker") -> None:
-        with self._lock:
-            self._events.append({"type": "log", "source": source, "message": message, "t": time.time()})
-
-    def drain(self) -> list[dict[str, Any]]:
-        with self._lock:
-            events, self._events = self._events, []
-        return events
-
-
-def task(job: dict[str, Any]) -> Iterator[dict[str, Any] | Outcome]:
-    """On a node: one attempt of one job. Yields where it runs, then the job's events, then its Outcome."""
-    yield {"type": "node", "node_id": ray.get_runtime_context().get_node_id(), "host": HOST,
-           "ip": ray.util.get_node_ip_address(), "pid": os.getpid(), "t": time.time()}
-    workdir = Path(job["workdir"])
-    stop = stop_file(workdir, job["attempt"])
-    ctx = JobContext(workdir=workdir, should_stop=lambda: _read_stop(stop), resume=job["resume"],
-                     checkpoint_every=job["checkpoint_every"], threads=job["threads"],
-                     inputs={key: JobInput(record=record, workdir=Path(folder))
-                             for key, (record, folder) in job["inputs"].items()})
-    load_error = ""
-    try:
-        jobs.load_modules(job["modules"])
-    except Exception:
-        load_error = traceback.format_exc()
-    lines = _LogLines()
-    with OutputCapture(lines, job["capture_join_s"]):
-        for item in run_attempt(job["kind"], job["spec"], ctx, store_root=Path(job["store_root"]),
-                                min_free_mb=job["min_free_mb"], load_error=load_error):
-            # (Plain loops: Ray drives this generator with send(), which `yield from` a list cannot take.)
-            for line in lines.drain():
-                yield line
-            if isinstance(item, dict):
-                item.setdefault("t", time.time())  # when it happened, not when the executor saw it
-            yield item
-    for line in lines.drain():
-        yield line
-
-
-def _probe(path: str) -> str:
-    try:
-        return Path(path).read_text()
-    except OSError as exc:
-        return f"({exc})"
-
-
-_TASK = ray.remote(num_returns="streaming", max_retries=0)(task)
-_PROBE = ray.remote(num_cpus=0, max_retries=0)(_probe)
-
-
 @dataclass
 class _Running:
     """A launched attempt and what the loop knows of it."""
@@ -176,24 +109,21 @@ class _Running:
     forced: bool = False
 
 
-class RayPump:
+class RayPump(ClaimLoop):
     """Claims the store's jobs and runs them as Ray tasks until stopped (see the module's text)."""
 
     def __init__(self, store: Store, *, address: str = "", settings: RaySettings = RaySettings()) -> None:
-        self.store = store
+        pid = os.getpid()
+        super().__init__(store, Identity(pid, f"ray executor {pid}", role=ROLE, command=" ".join(sys.argv)))
         self.address = address
         self.settings = settings
-        self.pid = os.getpid()
         # (key, attempt) -> its task: a job resumed after a false "dead" may briefly have two attempts here
         self.running: dict[tuple[str, int], _Running] = {}
-        self.stop_reason: str | None = None
         self.owns_ray = False
         self.error = ""  # why no job can run (no cluster, a node that cannot reach the store)
         self.total_cpus = 0.0  # of the alive nodes, as last published
-        self._halt = threading.Event()
         self._signals = False  # install_signal_handlers was called: install them again after ray.init
-        self._empty_seq: int | None = None  # the queue counter when a claim last found nothing
-        self._last_claim = self._last_cancel_check = 0.0
+        self._last_info = self._last_cancel_check = 0.0
 
     # ------------------------------------------------------------------------------- the cluster
     def connect(self) -> None:
@@ -213,7 +143,7 @@ class RayPump:
         probe = self.store.root / f".ray-probe-{self.pid}-{token[:8]}"
         probe.write_text(token)
         try:
-            refs = [(n, _PROBE.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["node_id"], soft=False))
+            refs = [(n, PROBE.options(scheduling_strategy=NodeAffinitySchedulingStrategy(n["node_id"], soft=False))
                      .remote(str(probe))) for n in self.nodes()]
             bad = []
             for node, ref in refs:
@@ -237,64 +167,61 @@ class RayPump:
         self.store.put_executor_info("ray", {"pid": self.pid, "host": HOST, "address": self.address or "local",
                                              "nodes": nodes, "error": self.error})
 
-    # ------------------------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------------- the claim loop's hooks
     def serve(self) -> int:
         """Run until :meth:`stop` (or SIGTERM/SIGINT with :meth:`install_signal_handlers`); jobs handled."""
-        self.store.register_worker(self.pid, state="starting", command=" ".join(sys.argv), role=ROLE)
-        handled = 0
         try:
-            try:
-                self.connect()
-                if self._signals:
-                    self.install_signal_handlers()
-                self.error = self.check_shared_store()
-            except Exception as exc:
-                self.error = f"cannot use the Ray cluster at {self.address or 'a local address'}: {type(exc).__name__}: {exc}"
-            self.publish()
-            print(f"ray executor {self.pid}: " + (self.error or f"ready on {self.address or 'a local cluster'} "
-                                                   f"(store {self.store.root})"), flush=True)
-            last_beat = last_info = last_reap = 0.0
-            while not (self.stop_reason and not self.running):
-                now = time.time()
-                try:
-                    if now - last_beat >= self.store.settings.heartbeat_every_s:
-                        self._beat()
-                        last_beat = now
-                    if now - last_info >= self.settings.info_every_s:
-                        self.publish()
-                        last_info = now
-                    if self.stop_reason:
-                        for run in list(self.running.values()):
-                            self._ask_stop(run, "interrupted")
-                    else:
-                        if now - last_reap >= self.store.settings.reap_every_s:
-                            self.store.reap()
-                            last_reap = now
-                        if not self.error:
-                            handled += self._claim_while_free()
-                    self._watch_stops()
-                    self._pump()
-                except (OSError, sqlite3.OperationalError) as exc:
-                    if not health.is_disk_full(exc):
-                        raise
-                    # A full disk is waited out (the tasks go on; their events wait in the sinks), not a crash.
-                    print(f"ray executor {self.pid}: {health.disk_full_message(self.store.root)}", file=sys.stderr,
-                          flush=True)
-                    time.sleep(self.store.settings.reap_every_s)
+            return super().serve()
         finally:
-            for run in list(self.running.values()):  # stopped without waiting: nothing more is recorded
-                ray.cancel(run.ref, force=True)
-                self._end(run, Outcome(run.reason or "interrupted", error="the Ray executor stopped"))
-            self.store.unregister_worker(self.pid)
             if self.owns_ray:
                 ray.shutdown()
-            print(f"ray executor {self.pid}: stopped after {handled} job(s)", flush=True)
-        return handled
 
-    def stop(self, reason: str = "interrupted") -> None:
-        """Ask running tasks to stop (they checkpoint) and leave the loop once they have."""
-        self.stop_reason = reason
-        self._halt.set()
+    def start(self) -> str:
+        try:
+            self.connect()
+            if self._signals:
+                self.install_signal_handlers()
+            self.error = self.check_shared_store()
+        except Exception as exc:
+            self.error = f"cannot use the Ray cluster at {self.address or 'a local address'}: {type(exc).__name__}: {exc}"
+        self.publish()
+        return self.error or f"ready on {self.address or 'a local cluster'} (store {self.store.root})"
+
+    def tick(self, now: float) -> None:
+        if now - self._last_info >= self.settings.info_every_s:
+            self.publish()
+            self._last_info = now
+        if self.stop_reason:
+            for run in list(self.running.values()):
+                self._ask_stop(run, "interrupted")
+
+    def capacity(self) -> float:
+        """The CPUs free (a job that needs more than are free waits in Ray's queue, ``running``)."""
+        if self.error:
+            return 0.0
+        return self.total_cpus - sum(run.need.num_cpus for run in self.running.values())
+
+    def poll(self) -> None:
+        self._watch_stops()
+        self._pump()
+
+    def launched(self) -> list[Launched]:
+        return [Launched(run.claim, run.sink, handle=run) for run in self.running.values()]
+
+    def lost(self, run: Launched) -> None:
+        ray.cancel(run.handle.ref, force=True)
+        self.running.pop((run.claim.key, run.claim.attempt), None)
+
+    def beat(self) -> None:
+        super().beat()
+        for run in list(self.running.values()):
+            if run.sink.write_error:
+                self._ask_stop(run, "interrupted")
+
+    def close(self) -> None:
+        for run in list(self.running.values()):  # stopped without waiting: nothing more is recorded
+            ray.cancel(run.ref, force=True)
+            self._end(run, Outcome(run.reason or "interrupted", error="the Ray executor stopped"))
 
     def install_signal_handlers(self) -> None:
         """SIGTERM/SIGINT stop the loop gently (running tasks checkpoint and end ``interrupted``).
@@ -305,47 +232,8 @@ class RayPump:
         signal.signal(signal.SIGTERM, lambda *_: self.stop())
         signal.signal(signal.SIGINT, lambda *_: self.stop())
 
-    def _beat(self) -> None:
-        self.store.worker_heartbeat(self.pid, state="stopping" if self.stop_reason else
-                                    ("running" if self.running else "idle"),
-                                    run=next((r.claim.key for r in self.running.values()), None))
-        for slot, run in list(self.running.items()):
-            claim, sink = run.claim, run.sink
-            if sink.fenced or not self.store.heartbeat(claim.key, claim.attempt, pid=self.pid, step=sink.step,
-                                                       total_steps=sink.total_steps, loss=sink.loss):
-                # Resumed elsewhere after a false "dead": that attempt owns the job now.
-                ray.cancel(run.ref, force=True)
-                del self.running[slot]
-                continue
-            sink.flush_if_due()
-            if sink.write_error:
-                self._ask_stop(run, "interrupted")
-
     # ---------------------------------------------------------------------------------- launching
-    def _free_cpus(self) -> float:
-        return self.total_cpus - sum(run.need.num_cpus for run in self.running.values())
-
-    def _claim_while_free(self) -> int:
-        """Claim and launch while CPUs are free (a job that needs more waits in Ray's queue, ``running``).
-
-        As a local worker does, the queue's lock is only taken when something was pushed since the queue
-        was last seen empty (and now and then anyway)."""
-        launched = 0
-        now = time.time()
-        seq = self.store.queue_seq()
-        if seq == self._empty_seq and now - self._last_claim < self.store.settings.full_claim_every_s:
-            return 0
-        while self._free_cpus() > 0:
-            self._last_claim = now
-            claim = self.store.claim(self.pid)
-            if claim is None:
-                self._empty_seq = seq
-                break
-            self._launch(claim)
-            launched += 1
-        return launched
-
-    def _launch(self, claim: Claim) -> None:
+    def launch(self, claim: Claim) -> None:
         for slot, older in list(self.running.items()):
             if slot[0] == claim.key:
                 # An earlier attempt of this job (marked dead while only slow, then resumed): its task must
@@ -367,7 +255,7 @@ class RayPump:
                                        "name": f"{claim.kind}-{claim.key[:8]}-{claim.attempt}"}
             if need.memory_mb:
                 options["memory"] = int(need.memory_mb * 2**20)
-            ref = _TASK.options(**options).remote(spec)
+            ref = TASK.options(**options).remote(spec)
         except Exception as exc:
             run = _Running(claim, None, sink, need)
             self._end(run, Outcome("failed", error=f"could not start the Ray task: {type(exc).__name__}: {exc}",
@@ -385,7 +273,7 @@ class RayPump:
                 self._drain(run)
         runs = [run for run in self.running.values() if run not in cancelling]
         if not self.running:
-            self._halt.wait(self.store.settings.poll_every_s)  # idle: until the next look at the queue, or stop()
+            self.wake.wait(self.store.settings.poll_every_s)  # idle: until the next look at the queue, or stop()
             return
         if not runs:
             time.sleep(self.settings.wait_s)

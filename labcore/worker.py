@@ -1,8 +1,10 @@
 """The worker: a separate OS process that claims queued jobs of any registered kind and runs them.
 
 ``python -m labcore worker`` loops: claim one job atomically, look its kind up in :mod:`labcore.jobs`,
-run the kind's handler, stream its events into the store, record the result, repeat. Starting, stopping
-and supervising worker processes is :mod:`labcore.pool`'s job, not this module's.
+run the kind's handler, stream its events into the store, record the result, repeat. The loop itself
+(registration, reaping, the queue gate, heartbeats, a full disk) is :class:`labcore.claim_loop.ClaimLoop`'s,
+shared with the Ray driver; this module runs a claimed job in-process. Starting, stopping and supervising
+worker processes is :mod:`labcore.pool`'s job, not this module's.
 
 Why a process and not a thread: Streamlit reruns interrupt the script thread, a page reload must not
 stop training, and torch should live in one process that the pages never import.
@@ -37,120 +39,76 @@ from typing import Any
 
 from labcore import jobs
 from labcore.attempt import EventSink, Outcome, OutputCapture, failure, run_attempt
+from labcore.claim_loop import ClaimLoop, Identity, Launched
 from labcore.errors import LabError
 from labcore.jobs import JobContext, JobInput
 from labcore.pool import add_worker_arguments, start_worker, stop_workers, supervise
 from labcore.store import HOST, Claim, Store, health, open_store
 
-class Worker:
+class Worker(ClaimLoop):
     """Claims and runs jobs until stopped (SIGTERM/SIGINT), or until idle when ``exit_when_idle``."""
+
+    beat_from_thread = True  # launch() runs the job in this thread: the heartbeat has a thread of its own
 
     def __init__(self, store: Store, *, checkpoint_every: int | None = None, exit_when_idle: bool = False,
                  max_runs: int = 0, threads: int = 0) -> None:
-        self.store = store
+        pid = os.getpid()
+        # The GPU its supervisor gave it (labcore.pool), for the Runs page; "" where it sees the machine's.
+        super().__init__(store, Identity(pid, f"worker {pid}", gpu=os.environ.get("CUDA_VISIBLE_DEVICES", "")))
         self.threads = threads  # torch threads per job; 0: the cores divided among this host's workers
         self.settings = store.settings
         self.checkpoint_every = self.settings.checkpoint_every if checkpoint_every is None else checkpoint_every
         self.exit_when_idle = exit_when_idle
         self.max_runs = max_runs
-        self.pid = os.getpid()
-        self.stop_reason: str | None = None  # "interrupted" once SIGTERM/SIGINT arrived
-        self._wake = threading.Event()
-        self._halt = threading.Event()
+        self._ran = False  # a job ran this tick: the queue is looked at again (and reaped when due) first
         self._current: tuple[Claim, EventSink] | None = None
         self._lost = False  # the job was taken from us (resumed elsewhere after a false "dead")
         # Held while the current claim changes, and by a heartbeat that found its claim taken: a beat that
         # read the claim just before it ended must not mark the next claim lost (it stopped after one step).
         self._claim_lock = threading.Lock()
         self.load_error = ""  # the traceback of a kind module that could not be imported
-        self.state = "starting"  # "idle" once the kinds and torch are imported (a warm worker)
 
     # ------------------------------------------------------------------------------------ signals
     def _on_signal(self, signum: int, _frame: Any) -> None:
         # Finish the current step, checkpoint and record `interrupted` (a kind that stops itself does
         # that when should_stop says so); an idle worker just leaves its loop.
-        self.stop_reason = "interrupted"
-        self._wake.set()
+        self.stop()
 
     def install_signal_handlers(self) -> None:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
 
-    # ---------------------------------------------------------------------------------- heartbeat
-    def _heartbeat_loop(self) -> None:
-        while not self._halt.wait(self.settings.heartbeat_every_s):
-            try:
-                self.beat()
-            except Exception as exc:  # a busy disk must not kill the heartbeat thread
-                print(f"heartbeat failed: {exc!r}", file=sys.__stderr__)
+    # ------------------------------------------------------------------------- the claim loop's hooks
+    def start(self) -> str:
+        self._load_kinds()
+        return f"ready (store {self.store.root})"
 
-    def beat(self) -> None:
-        current = self._current
-        if current is None:
-            self.store.worker_heartbeat(self.pid, state="stopping" if self.stop_reason else self.state)
+    def capacity(self) -> float:
+        return 0 if self._ran else 1
+
+    def launch(self, claim: Claim) -> None:
+        self.run_claim(claim)
+        self._ran = True
+
+    def poll(self) -> None:
+        ran, self._ran = self._ran, False
+        if ran:
+            if self.max_runs and self.handled >= self.max_runs:
+                self.leave()
             return
-        claim, sink = current
-        self.store.worker_heartbeat(self.pid, state="running", run=claim.key)
-        if sink.fenced or not self.store.heartbeat(claim.key, claim.attempt, pid=self.pid, step=sink.step,
-                                                   total_steps=sink.total_steps, loss=sink.loss):
-            with self._claim_lock:
-                if self._current is current:
-                    self._lost = True
-        sink.flush_if_due()
+        if self.exit_when_idle:
+            self.leave()
+            return
+        self.wake.wait(self.settings.poll_every_s)
 
-    # ----------------------------------------------------------------------------------- the loop
-    def serve(self) -> int:
-        """Run until stopped; returns the number of jobs handled."""
-        # The GPU its supervisor gave it (labcore.pool), for the Runs page; "" where it sees the machine's.
-        self.store.worker_heartbeat(self.pid, state="starting", gpu=os.environ.get("CUDA_VISIBLE_DEVICES", ""))
-        beat = threading.Thread(target=self._heartbeat_loop, name="heartbeat", daemon=True)
-        beat.start()
-        handled = 0
-        try:
-            self._load_kinds()
-            self.state = "idle"
-            self.store.worker_heartbeat(self.pid, state="idle")
-            print(f"worker {self.pid}: ready (store {self.store.root})", flush=True)
-            empty_seq: int | None = None
-            last_reap = last_full_claim = 0.0
-            while self.stop_reason is None:
-                now = time.time()
-                if now - last_reap >= self.settings.reap_every_s:
-                    self._quietly(self.store.reap)
-                    last_reap = now
-                seq = self.store.queue_seq()
-                # Only take the lock when something was pushed since the queue was last seen empty
-                # (and now and then anyway, as a safety net).
-                if seq != empty_seq or now - last_full_claim >= self.settings.full_claim_every_s:
-                    last_full_claim = now
-                    claim = self._quietly(self.store.claim, self.pid)
-                    if claim is not None:
-                        self.run_claim(claim)
-                        handled += 1
-                        if self.max_runs and handled >= self.max_runs:
-                            break
-                        continue
-                    empty_seq = seq
-                if self.exit_when_idle:
-                    break
-                self._wake.wait(self.settings.poll_every_s)
-        finally:
-            self._halt.set()
-            beat.join(timeout=5)
-            self.store.unregister_worker(self.pid)
-            print(f"worker {self.pid}: stopped after {handled} job(s)", flush=True)
-        return handled
+    def launched(self) -> list[Launched]:
+        current = self._current
+        return [] if current is None else [Launched(*current, handle=current)]
 
-    def _quietly(self, call, *args: Any) -> Any:
-        """A store call of the idle loop; a full disk is waited out (the worker stays), not a crash."""
-        try:
-            return call(*args)
-        except (OSError, sqlite3.OperationalError) as exc:
-            if not health.is_disk_full(exc):
-                raise
-            print(f"worker {self.pid}: {health.disk_full_message(self.store.root)}", file=sys.stderr, flush=True)
-            self._wake.wait(self.settings.reap_every_s)
-            return None
+    def lost(self, run: Launched) -> None:
+        with self._claim_lock:
+            if self._current is run.handle:
+                self._lost = True
 
     def _load_kinds(self) -> None:
         """Import the job kinds (those named in TRANSFERLAB_JOB_MODULES too) and warm each one up (torch,
