@@ -9,6 +9,7 @@ import pytest
 from recipe_store import ADJUST, SEEDS, finished_recipe
 
 from labcore.cli import main
+from labcore.fmt import fmt_duration
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import ADJUST_VARIABLE, named_adjust, plan_of, step_key
 from labcore.store import Store
@@ -44,7 +45,8 @@ def test_recipe_list_names_each_recipe_its_claims_and_its_jobs_and_time_per_budg
     quick = plan_of(kao, "quick")
     line = next(l for l in out.splitlines() if l.strip().startswith("quick") and f"{len(quick.steps)} jobs" in l)
     # nothing measured in an empty store: the recipe's own figure per job times the jobs
-    assert f"{len(quick.steps) * kao.prior_step_s / 60:.0f} min" in line and f"{kao.prior_step_s:g} s a job" in line
+    assert f"about {fmt_duration(len(quick.steps) * kao.prior_step_s)} of CPU time" in line
+    assert f"{kao.prior_step_s:g} s a job" in line
     assert re.search(r"paper +seeds 0,1,2,3,4 .*not known yet", out)
 
 

@@ -335,10 +335,9 @@ def permutation_table(plan_: Plan, results: Mapping[Step, Any]) -> pd.DataFrame:
     return pd.DataFrame({"test accuracy": rows}).rename_axis("model")
 
 
-# A quick step on this machine, shared with other work (one free core): a 500-example fine-tune of 96 steps with
-# four validations measured 198 s, so the 160 steps and one validation here take about 190 s, and a probe (one
-# forward pass over the three splits) about 65 s; 26 fine-tunes and 9 probes average 160 s. The engine's figure
-# for two idle cores (labcore.spec.estimate) is 31 s and 12 s: 15.5 minutes for the quick plan.
+# A quick step on two idle Xeon cores (fp32): the sequential drive of the whole recipe ran 67 jobs (fine-tunes
+# and probes) in 31.1 CPU-minutes, 28 s a job. (160 s, the earlier figure, was measured with one free core
+# and a longer fine-tune.)
 RECIPE = Recipe(name="tamkin", title="Tamkin et al.: which pretrained layers transfer?", paper="tamkin",
-                claims=CLAIMS, planner=plan, reporter=report, prior_step_s=160.0)
+                claims=CLAIMS, planner=plan, reporter=report, prior_step_s=28.0)
 assert RECIPE.paper in PAPERS
