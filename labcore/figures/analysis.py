@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from labcore.figures.style import PALETTE, role_colors, role_of
+from labcore.figures.style import PALETTE, PRETRAINED, SCRATCH, role_colors, role_of
 
 
 def similarity_heatmap(result: Mapping[str, Any], *, title: str = "") -> go.Figure:
@@ -114,3 +114,25 @@ def analysis_figure(kind: str, result: Mapping[str, Any]) -> go.Figure:
         return go.Figure(go.Bar(x=names, y=[result["logme"][n] for n in names]),
                          layout={"title": "LogME of frozen features (higher: more transferable)", "height": 380})
     raise ValueError(f"no figure for analysis kind {kind!r}")
+
+
+# Reference rows of a layer curve (its full fine-tunes) by name, in the papers' colours.
+REFERENCE_COLORS = {"full fine-tune, pretrained": PRETRAINED, "full fine-tune, random": SCRATCH}
+
+
+def layer_curve_figure(table: pd.DataFrame, *, name: str, title: str, x_label: str) -> go.Figure:
+    """A layer curve (mean with its 95 % interval over seeds) and its reference runs as horizontal lines.
+
+    ``table`` is :func:`labcore.analysis.curves.curve_table`'s: rows with an empty ``reference`` are the
+    curve's points, the others its references."""
+    points = table[table["reference"] == ""]
+    fig = go.Figure(go.Scatter(x=points["x"], y=points["mean"], mode="lines+markers", name=name,
+                               error_y={"type": "data", "symmetric": False,
+                                        "array": (points["ci_high"] - points["mean"]).fillna(0),
+                                        "arrayminus": (points["mean"] - points["ci_low"]).fillna(0)}))
+    for _, row in table[table["reference"] != ""].iterrows():
+        fig.add_hline(y=row["mean"], line_dash="dash", line_color=REFERENCE_COLORS.get(row["reference"], "#7f7f7f"),
+                      annotation_text=f"{row['reference']} ({row['mean']:.3f})")
+    metric = table["metric"].iloc[0] if len(table) else "metric"
+    fig.update_layout(title=title, xaxis_title=x_label, yaxis_title=f"test {metric}", height=440)
+    return fig

@@ -69,3 +69,15 @@ def layout(fig: go.Figure, title: str) -> None:
     fig.update_layout(title=dict(text=title, x=0, xanchor="left") if title else None, template="plotly_white",
                       margin=dict(l=50, r=50, t=50 if title else 20, b=40),
                       legend=dict(orientation="h", yanchor="top", y=-0.18, x=0))
+
+
+def report_layout(fig: go.Figure, *, height: int, top: int = 20, legend_y: float | None = None) -> None:
+    """The recipes' report figures: white, compact margins, a fixed height (a report stacks several);
+    ``legend_y`` puts the legend across under the plot, that far down."""
+    legend = {} if legend_y is None else {"legend": dict(orientation="h", y=legend_y)}
+    fig.update_layout(template="plotly_white", height=height, margin=dict(l=50, r=20, t=top, b=40), **legend)
+
+
+def figure_html(fig: go.Figure, *, with_script: bool) -> str:
+    """A figure as an HTML fragment; ``with_script`` inlines plotly.js (once a page, so it opens offline)."""
+    return fig.to_html(full_html=False, include_plotlyjs=True if with_script else False)
