@@ -254,8 +254,8 @@ class Comparison:
     """The Compare page's content for a set of runs: the table per condition and its two figures."""
 
     table: pd.DataFrame  # one row per condition: n, mean, std, 95 % t-interval, majority, steps to converge
-    bars: Any  # plotly Figure: the test metric's mean with std error bars
-    curves: Any  # plotly Figure: mean train loss and validation metric with std bands
+    bars: Any  # a figure (labcore.figures): the test metric's mean with std error bars
+    curves: Any  # a figure (labcore.figures): mean train loss and validation metric with std bands
     paper: pd.DataFrame  # Kao & Lee's table 5: mean (std) in percent, conditions by discipline
     steps: pd.DataFrame  # FPT's table 6: steps to converge and the speed-up (empty without a pretrained-random pair)
 
@@ -284,7 +284,7 @@ class AtlasView:
     """The Atlas page's grid: pretrained minus random per model and discipline, as a table and a figure."""
 
     table: pd.DataFrame
-    figure: Any  # plotly Figure
+    figure: Any  # a figure (labcore.figures.atlas.gain_grid)
 
     def _ipython_display_(self) -> None:
         from IPython.display import display

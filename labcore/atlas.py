@@ -24,7 +24,7 @@ import functools
 import math
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
@@ -34,6 +34,9 @@ from labcore.jobs.analyses import LogMESpec, ModelRef
 from labcore.recipes.verdict import difference_interval
 from labcore.record import RunRecord
 from labcore.spec import RunSpec, make_spec
+
+if TYPE_CHECKING:
+    from labcore.figures import Figure
 
 SIDES = ("pretrained", "random")
 # A run's seed and its token mapping's seed together name one repetition: Kao & Lee draw one random
@@ -380,10 +383,6 @@ def atlas_table(atlas: Atlas) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-NO_RUNS = "#f3f3f3"  # a cell without runs
-FEW_SEEDS = "#c8c8c8"  # a cell with runs, but fewer than MIN_SEEDS on a side
-
-
 def _signed(value: float | None, digits: int = 3) -> str:
     return "–" if value is None else f"{value:+.{digits}f}"
 
@@ -424,45 +423,18 @@ def cell_text(cell: Cell) -> str:
     return f"{_signed(cell.gain)}<br>n {cell.n_pretrained}/{cell.n_random}<br>est {_signed(cell.estimate)}"
 
 
-def atlas_figure(atlas: Atlas, *, highlight: tuple[str, str] | None = None, title: str = ""):
-    """The grid as a heat map: measured gain on a diverging scale centred at 0 (greyed cells grey), each
-    cell's gain, seeds (pretrained/random) and LogME estimate written in it, the rest on hover.
-
-    A transparent marker sits at each cell's centre and answers hover and clicks for the whole cell (the
-    nearest centre is the cell's own), so a chart that reports selected points reports the clicked cell;
-    its ``customdata`` is ``[model, discipline]``.
-    """
-    import plotly.graph_objects as go
+def atlas_figure(atlas: Atlas, *, highlight: tuple[str, str] | None = None, title: str = "") -> Figure:
+    """The grid as a heat map (:func:`labcore.figures.atlas.gain_grid`): measured gain on a diverging scale
+    centred at 0 (greyed cells grey), each cell's gain, seeds (pretrained/random) and LogME estimate written
+    in it, the rest on hover; a click reports the cell's ``[model, discipline]``."""
+    from labcore.figures.atlas import GridCell, gain_grid
 
     models, disciplines = list(atlas.models), list(atlas.disciplines)
     cells = [[atlas.cell(m, d) for d in disciplines] for m in models]
-    gains = [[None if c.greyed else c.gain for c in row] for row in cells]
-    span = max([abs(g) for row in gains for g in row if g is not None] + [0.05])
-    grey = [[None if (c.gain is not None and not c.greyed) else (1 if c.comparison else 0) for c in row]
-            for row in cells]
-    fig = go.Figure()
-    fig.add_trace(go.Heatmap(z=grey, x=disciplines, y=models, colorscale=[[0, NO_RUNS], [1, FEW_SEEDS]], zmin=0,
-                             zmax=1, showscale=False, hoverinfo="skip", xgap=2, ygap=2))
-    fig.add_trace(go.Heatmap(z=gains, x=disciplines, y=models, colorscale="RdBu", zmid=0, zmin=-span, zmax=span,
-                             hoverinfo="skip", xgap=2, ygap=2,
-                             colorbar=dict(title=dict(text="measured gain<br>(pretrained − random)", side="right"))))
-    flat = [c for row in cells for c in row]
-    fig.add_trace(go.Scatter(
-        x=[c.discipline for c in flat], y=[c.model for c in flat], mode="markers+text",
-        text=[cell_text(c) for c in flat], textfont=dict(size=11, color=["#555" if c.greyed else "#111" for c in flat]),
-        marker=dict(symbol="square", size=30, opacity=0), hovertext=[hover_text(c) for c in flat], hoverinfo="text",
-        customdata=[[c.model, c.discipline] for c in flat], showlegend=False,
-        selected=dict(marker=dict(opacity=0)), unselected=dict(marker=dict(opacity=0))))
-    if highlight and highlight in atlas.cells:
-        x, y = disciplines.index(highlight[1]), models.index(highlight[0])
-        fig.add_shape(type="rect", x0=x - 0.5, x1=x + 0.5, y0=y - 0.5, y1=y + 0.5, xref="x", yref="y",
-                      line=dict(color="#111", width=3))
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left") if title else None, template="plotly_white",
-                      height=140 + 80 * len(models), margin=dict(l=20, r=20, t=50 if title else 20, b=40),
-                      hoverdistance=-1, clickmode="event+select", dragmode=False,
-                      xaxis=dict(side="top", type="category", showgrid=False),
-                      yaxis=dict(autorange="reversed", type="category", showgrid=False))
-    return fig
+    grid = [[GridCell(c.model, c.discipline, c.gain, c.comparison is not None, c.greyed, cell_text(c), hover_text(c))
+             for c in row] for row in cells]
+    return gain_grid(models, disciplines, grid, highlight=highlight if highlight in atlas.cells else None,
+                     title=title)
 
 
 __all__ = ["Agreement", "Atlas", "Cell", "Comparison", "Estimate", "FILL_BUDGET", "FILL_SEEDS", "LOGME_EXAMPLES",

@@ -1,4 +1,5 @@
-"""Pure functions that turn run records into comparison tables (CLI sweep, Compare page). No torch."""
+"""Pure functions that group run records by condition, name the conditions and turn them into comparison
+tables (CLI sweep, Compare page, the figures). No torch."""
 
 from __future__ import annotations
 
@@ -66,6 +67,59 @@ def by_condition(records: Iterable[RunRecord], repeat_fields: Sequence[str] = RE
     for record in records:
         groups.setdefault(condition(record, repeat_fields), []).append(record)
     return list(groups.values())
+
+
+def condition_label(spec: Mapping[str, Any], fields: Sequence[str]) -> str:
+    """A short name for a condition from the spec fields that distinguish it (``pretrained``,
+    ``random · map=shift1000``); ``fields`` usually comes from :func:`condition_fields`."""
+    parts = []
+    for name in fields:
+        value = spec.get(name)
+        if name == "init":
+            parts.append(str(value))
+        elif name == "mapping":
+            extra = spec.get("mapping_k") if value == "shift" else spec.get("mapping_seed") if value == "random" else ""
+            parts.append(f"map={value}{extra if extra not in (None, '') else ''}")
+        elif name in ("mapping_k", "mapping_seed") and "mapping" in fields:
+            continue  # already part of map=…
+        elif name in ("model", "protocol", "discipline"):
+            parts.append(str(value))
+        elif name == "discipline_params" or name == "protocol_params":
+            items = value.items() if isinstance(value, Mapping) else (value or ())
+            parts.append(",".join(f"{k}={v}" for k, v in items) or name)
+        else:
+            parts.append(f"{name}={value}")
+    return " · ".join(parts) if parts else str(spec.get("init", "run"))
+
+
+def condition_fields(records: Sequence[RunRecord], *, with_discipline: bool = False) -> list[str]:
+    """The spec fields that name conditions among ``records``: those that differ between runs of one
+    discipline (the seed never). Fields that only change with the discipline (its parameters, a demo's
+    step budget) are part of that discipline's recipe, not of a condition; discipline itself only if asked.
+    """
+    by_discipline: dict[str, list[RunRecord]] = {}
+    for record in records:
+        by_discipline.setdefault(str(record.spec.get("discipline")), []).append(record)
+    shown: list[str] = []
+    for members in by_discipline.values():
+        shown += [f for f in varying_fields(members) if f not in shown]
+    if with_discipline and len(by_discipline) > 1:
+        shown = ["discipline"] + shown
+    return shown or ["init"]
+
+
+def group_by_condition(records: Iterable[RunRecord], *, with_discipline: bool = False,
+                       fields: Sequence[str] | None = None) -> dict[str, list[RunRecord]]:
+    """Records grouped by condition (every spec field but the seed), keyed by a short label, in order."""
+    records = list(records)
+    shown = list(fields) if fields is not None else condition_fields(records, with_discipline=with_discipline)
+    out: dict[str, list[RunRecord]] = {}
+    for members in by_condition(records):
+        label = condition_label(members[0].spec, shown)
+        while label in out:  # two conditions that differ only in a field not shown: keep both
+            label += "'"
+        out[label] = members
+    return out
 
 
 def condition_stats(members: Sequence[RunRecord]) -> dict[str, Any]:

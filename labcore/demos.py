@@ -248,7 +248,7 @@ def _pace(record: RunRecord) -> tuple[bool, str]:
 
 def _roles_from_records(records: Sequence[RunRecord]) -> list[str]:
     from labcore.compare import varying_fields
-    from labcore.figures import condition_label
+    from labcore.compare import condition_label
 
     fields = varying_fields(records)
     return [condition_label(r.spec, fields) for r in records]

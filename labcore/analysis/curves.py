@@ -14,15 +14,17 @@ needs backbones cut to fewer layers, which no protocol does yet.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from labcore.errors import LabError
 from labcore.metrics import aggregate
 from labcore.record import RunRecord
 from labcore.spec import RunSpec
+
+if TYPE_CHECKING:
+    from labcore.figures import Figure
 
 
 @dataclass(frozen=True)
@@ -112,22 +114,12 @@ def curve_table(name: str, records: Iterable[RunRecord]) -> pd.DataFrame:
     return table.sort_values(["reference", "x"]).reset_index(drop=True)
 
 
-def curve_figure(name: str, records: Iterable[RunRecord]) -> go.Figure:
+def curve_figure(name: str, records: Iterable[RunRecord]) -> Figure:
     """The curve (mean with its 95 % interval over seeds) and the full fine-tunes as horizontal lines."""
-    table = curve_table(name, records)
+    from labcore.figures.analysis import layer_curve_figure
+
     curve = CURVES[name]
-    points = table[table["reference"] == ""]
-    fig = go.Figure(go.Scatter(x=points["x"], y=points["mean"], mode="lines+markers", name=curve.name,
-                               error_y={"type": "data", "symmetric": False,
-                                        "array": (points["ci_high"] - points["mean"]).fillna(0),
-                                        "arrayminus": (points["mean"] - points["ci_low"]).fillna(0)}))
-    colors = {"full fine-tune, pretrained": "#1f77b4", "full fine-tune, random": "#ff7f0e"}
-    for _, row in table[table["reference"] != ""].iterrows():
-        fig.add_hline(y=row["mean"], line_dash="dash", line_color=colors.get(row["reference"], "#7f7f7f"),
-                      annotation_text=f"{row['reference']} ({row['mean']:.3f})")
-    metric = table["metric"].iloc[0] if len(table) else "metric"
-    fig.update_layout(title=curve.title, xaxis_title=curve.x_label, yaxis_title=f"test {metric}", height=440)
-    return fig
+    return layer_curve_figure(curve_table(name, records), name=curve.name, title=curve.title, x_label=curve.x_label)
 
 
 __all__ = ["CURVES", "Curve", "curve_figure", "curve_specs", "curve_table"]

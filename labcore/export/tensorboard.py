@@ -13,9 +13,9 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
+from labcore.compare import condition_fields, condition_label
 from labcore.errors import LabError
 from labcore.export.runs import run_curves
-from labcore.figures import condition_fields, condition_label
 from labcore.record import RunRecord
 
 

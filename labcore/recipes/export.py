@@ -130,7 +130,9 @@ def to_text(report: Report, *, all_tables: bool = True) -> str:
 
 
 def to_html(report: Report) -> str:
-    """A self-contained HTML page: text, tables, and the figures with plotly.js embedded (works offline)."""
+    """A self-contained HTML page: text, tables, and the figures with their script embedded (works offline)."""
+    from labcore.figures import figure_html
+
     e = html.escape
     parts = [f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{e(report.title)}</title>"
              f"<style>{_STYLE}</style></head><body>",
@@ -151,11 +153,9 @@ def to_html(report: Report) -> str:
         parts.append(f"<h2>{e(TUNING_TITLE)}</h2>{_frame_html(report.tuning)}")
     for numbers in report.paper_numbers:
         parts.append(f"<h2>The paper's numbers: {e(numbers.source)}</h2>{_frame_html(numbers.table)}")
-    first = True
-    for title, figure in report.figures:
-        # plotly.js once, inline, with the first figure: the file opens without a network
-        parts.append(f"<h2>{e(title)}</h2>" + figure.to_html(full_html=False, include_plotlyjs=True if first else False))
-        first = False
+    for i, (title, figure) in enumerate(report.figures):
+        # the script once, inline, with the first figure: the file opens without a network
+        parts.append(f"<h2>{e(title)}</h2>" + figure_html(figure, with_script=i == 0))
     if report.notes:
         parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(n)}</li>" for n in report.notes) + "</ul>")
     parts.append("</body></html>")

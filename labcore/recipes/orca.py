@@ -284,60 +284,33 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
 
 def distance_scatter(plan_: Plan, results: Mapping[Step, Any]):
     """Each finished align-refine run as a point: final OTDD (x) and test metric (y), a panel per discipline."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    from labcore.figures import role_colors
+    from labcore.figures.recipes import distance_scatter as scatter
     from labcore.recipes.report import run_value
 
-    fig = make_subplots(rows=1, cols=len(DISCIPLINES), subplot_titles=list(DISCIPLINES))
-    colours = dict(zip(ALIGNED, role_colors(list(ALIGNED))))
-    for col, discipline in enumerate(DISCIPLINES, start=1):
+    panels = {}
+    for discipline in DISCIPLINES:
+        panels[discipline] = {}
         for condition in ALIGNED:
             points = [(final_distance(results.get(s)), run_value(results.get(s)), s.seed) for s in plan_.steps
                       if s.condition == condition and s.facet == discipline]
-            points = [p for p in points if p[0] is not None and p[1] is not None]
-            fig.add_trace(go.Scatter(x=[p[0] for p in points], y=[p[1] for p in points], mode="markers",
-                                     marker=dict(color=colours[condition], size=9), name=condition,
-                                     legendgroup=condition, showlegend=col == 1,
-                                     text=[f"seed {p[2]}" for p in points],
-                                     hovertemplate="OTDD %{x:.3f}<br>test %{y:.3f}<br>%{text}<extra>" + condition
-                                                   + "</extra>"), row=1, col=col)
-        fig.update_xaxes(title_text="OTDD to text after alignment", row=1, col=col)
-    fig.update_yaxes(title_text="test metric", row=1, col=1)
-    fig.update_layout(template="plotly_white", height=380, margin=dict(l=50, r=20, t=40, b=40),
-                      legend=dict(orientation="h", y=-0.25))
-    return fig
+            panels[discipline][condition] = [p for p in points if p[0] is not None and p[1] is not None]
+    return scatter(panels)
 
 
 def alignment_curves(plan_: Plan, results: Mapping[Step, Any], discipline: str):
     """The OTDD of every alignment step of each aligned run on one discipline (a line per run)."""
-    import plotly.graph_objects as go
+    from labcore.figures.recipes import StageCurve, alignment_curves as curves
 
-    from labcore.figures import role_colors
-
-    fig = go.Figure()
-    colours = dict(zip((SHORT, ORCA), role_colors([SHORT, ORCA])))
+    runs = []
     for condition in (SHORT, ORCA):
-        first = True
         for step in plan_.steps:
             result = results.get(step)
             if step.condition != condition or step.facet != discipline or not isinstance(result, RunRecord):
                 continue
             curve = result.stage.get("curve") or []
-            if not curve:
-                continue
-            fig.add_trace(go.Scatter(x=[p[0] for p in curve], y=[p[1] for p in curve], mode="lines",
-                                     line=dict(color=colours[condition], width=2), name=condition,
-                                     legendgroup=condition, showlegend=first,
-                                     hovertemplate=f"seed {step.seed}, step " + "%{x}: OTDD %{y:.3f}<extra>"
-                                                   + condition + "</extra>"))
-            first = False
-    fig.update_xaxes(title_text="alignment step")
-    fig.update_yaxes(title_text="OTDD to text (the step's target sample)")
-    fig.update_layout(template="plotly_white", height=360, margin=dict(l=50, r=20, t=20, b=40),
-                      legend=dict(orientation="h", y=-0.2))
-    return fig
+            if curve:
+                runs.append(StageCurve(condition, step.seed, tuple(tuple(p) for p in curve)))
+    return curves(runs, (SHORT, ORCA))
 
 
 RECIPE = Recipe(name="orca", title="ORCA (Shen et al. 2023) and its ablation (García-de-Herreros et al. 2024)",

@@ -41,7 +41,7 @@ class Report:
     claims: list[tuple[Claim, Verdict]] = field(default_factory=list)
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)
     paper_numbers: list[PaperNumbers] = field(default_factory=list)
-    figures: list[tuple[str, Any]] = field(default_factory=list)  # (title, plotly Figure)
+    figures: list[tuple[str, Any]] = field(default_factory=list)  # (title, a labcore.figures figure)
     cuts: tuple[str, ...] = ()
     notes: list[str] = field(default_factory=list)
     # each tuned arm's validation metric per learning rate of the grid and the rate chosen (None: no grid)
@@ -210,37 +210,14 @@ def condition_bars(plan: Plan, results: Results, *, conditions: Sequence[str], f
                    part: str | None = None, value: Callable[[Any], float | None] = run_value,
                    title: str = "", y_title: str = "test metric (mean ± std over seeds)",
                    floors: Mapping[str, float] | None = None):
-    """Grouped bars: one group per facet, one bar per condition, ±1 std error bars, seeds as dots;
+    """Grouped bars: one group per facet, one bar per condition, ±1 std error bars over seeds;
     ``floors`` (facet -> value) draws the majority class or chance as a dashed line per group."""
-    import numpy as np
-    import plotly.graph_objects as go
+    from labcore.figures.recipes import condition_bars as bars
 
-    from labcore.figures import BASELINE, role_colors
-
-    fig = go.Figure()
-    colours = role_colors(list(conditions))
-    for condition, colour in zip(conditions, colours):
-        means, stds, ns = [], [], []
-        for facet in facets:
-            vals = list(values_by_seed(plan, results, condition=condition, facet=facet, part=part,
-                                       value=value).values())
-            means.append(float(np.mean(vals)) if vals else None)
-            stds.append(float(np.std(vals, ddof=1)) if len(vals) > 1 else 0.0)
-            ns.append(len(vals))
-        fig.add_trace(go.Bar(x=list(facets), y=means, name=condition, marker_color=colour,
-                             error_y=dict(type="data", array=stds, color="black", thickness=1.5, width=6),
-                             customdata=np.stack([ns, stds], axis=-1),
-                             hovertemplate="%{x}<br>mean %{y:.3f} ± %{customdata[1]:.3f} (n = %{customdata[0]})"
-                                           "<extra>" + condition + "</extra>"))
-    for i, facet in enumerate(facets):
-        floor = (floors or {}).get(facet)
-        if floor is not None:
-            fig.add_shape(type="line", x0=i - 0.45, x1=i + 0.45, y0=floor, y1=floor, xref="x", yref="y",
-                          line=dict(color=BASELINE, dash="dash", width=2))
-    fig.update_layout(barmode="group", title=title or None, template="plotly_white", height=420,
-                      margin=dict(l=50, r=20, t=50 if title else 20, b=40))
-    fig.update_yaxes(title_text=y_title)
-    return fig
+    values = {condition: [list(values_by_seed(plan, results, condition=condition, facet=facet, part=part,
+                                              value=value).values()) for facet in facets]
+              for condition in conditions}
+    return bars(values, facets, title=title, y_title=y_title, floors=floors)
 
 
 def loss_curve_figure(plan: Plan, results: Results, *, conditions: Sequence[str], facet: str | None = None,

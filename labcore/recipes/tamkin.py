@@ -177,91 +177,67 @@ def _interval(values: Sequence[float]) -> tuple[float, float, float] | None:
     return agg.mean, agg.ci_low, agg.ci_high
 
 
-def _line(fig, xs: Sequence[Any], intervals: Sequence[tuple[float, float, float] | None], *, name: str,
-          colour: str, dash: str = "solid", mode: str = "lines+markers") -> None:
-    import plotly.graph_objects as go
-
-    points = [(x, i) for x, i in zip(xs, intervals) if i is not None]
-    if not points:
-        return
-    fig.add_trace(go.Scatter(x=[x for x, _ in points], y=[i[0] for _, i in points], name=name, mode=mode,
-                             line=dict(color=colour, dash=dash), marker=dict(color=colour),
-                             error_y=dict(type="data", symmetric=False, array=[i[2] - i[0] for _, i in points],
-                                          arrayminus=[i[0] - i[1] for _, i in points], color=colour)))
-
-
-def _reference(fig, interval: tuple[float, float, float] | None, name: str, colour: str) -> None:
-    if interval is not None:
-        fig.add_hline(y=interval[0], line_dash="dash", line_color=colour, annotation_text=name,
-                      annotation_position="top left")
-
-
-def _layout(fig, x_title: str):
-    fig.update_layout(template="plotly_white", height=420, margin=dict(l=50, r=20, t=20, b=40))
-    fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text="test accuracy (mean, 95 % t-interval over trials)")
-    return fig
+Y_TITLE = "test accuracy (mean, 95 % t-interval over trials)"
 
 
 def _of(plan_: Plan, results: Mapping[Step, Any], condition: str, facet: str, part: str) -> list[float]:
     return list(values_by_seed(plan_, results, condition=condition, facet=facet, part=part).values())
 
 
+def _references(plan_: Plan, results: Mapping[Step, Any], size: str, full_name: str) -> tuple:
+    """The dashed lines of figs. 3 and 4: the model with all its layers kept, and only its embeddings."""
+    from labcore.figures.recipes import Reference
+
+    full = _interval(_of(plan_, results, PRETRAINED, size, "fig. 2"))
+    embeddings = _interval(_of(plan_, results, EMBEDDINGS_ONLY, size, "fig. 2"))
+    return Reference(full_name, "#444", full), Reference("embeddings only (k = 0)", "#999", embeddings)
+
+
 def incremental_figure(plan_: Plan, results: Mapping[Step, Any]):
     """Fig. 2: accuracy against k, a line per training-set size; probing accuracy per layer, dashed."""
-    import plotly.graph_objects as go
-
     from labcore.figures import BASELINE, PALETTE, PRETRAINED as BLUE
+    from labcore.figures.recipes import IntervalLine, interval_figure
 
     budget = BUDGETS[plan_.budget]
-    fig = go.Figure()
-    for size, colour in zip(map(facet_of, budget.sizes), (BLUE,) + PALETTE):
-        _line(fig, budget.ks, [_interval(_of(plan_, results, k_name(k), size, "fig. 2")) for k in budget.ks],
-              name=f"fine-tuned on {size}, layers after k re-initialised", colour=colour)
+    lines = [IntervalLine(f"fine-tuned on {size}, layers after k re-initialised", colour, tuple(budget.ks),
+                          tuple(_interval(_of(plan_, results, k_name(k), size, "fig. 2")) for k in budget.ks))
+             for size, colour in zip(map(facet_of, budget.sizes), (BLUE,) + PALETTE)]
     probes = facet_of(budget.probe_size)
-    _line(fig, budget.probe_layers, [_interval(_of(plan_, results, probe_name(l), probes, "fig. 2 probes"))
-                                     for l in budget.probe_layers],
-          name=f"probe of hidden state k ({probes})", colour=BASELINE, dash="dash")
-    return _layout(fig, "k: layers kept pretrained (fine-tuning) / hidden state probed (probing)")
+    lines.append(IntervalLine(f"probe of hidden state k ({probes})", BASELINE, tuple(budget.probe_layers),
+                              tuple(_interval(_of(plan_, results, probe_name(l), probes, "fig. 2 probes"))
+                                    for l in budget.probe_layers), dash="dash"))
+    return interval_figure(lines, x_title="k: layers kept pretrained (fine-tuning) / hidden state probed (probing)",
+                           y_title=Y_TITLE)
 
 
 def block_figure(plan_: Plan, results: Mapping[Step, Any]):
     """Fig. 3: each block re-initialised and preserved, with k = 6 and k = 0 as reference lines."""
-    import plotly.graph_objects as go
-
     from labcore.figures import PRETRAINED as BLUE, SCRATCH
+    from labcore.figures.recipes import IntervalLine, interval_figure
 
     budget = BUDGETS[plan_.budget]
     size = facet_of(budget.main_size)
-    labels = [f"layers {s + 1}-{s + BLOCK}" for s in budget.blocks]
-    fig = go.Figure()
-    for mode, colour in (("reinit", SCRATCH), ("preserve", BLUE)):
-        _line(fig, labels, [_interval(_of(plan_, results, block_name(mode, s), size, "fig. 3")) for s in budget.blocks],
-              name=f"block {'re-initialised' if mode == 'reinit' else 'preserved'}", colour=colour, mode="markers")
-    _reference(fig, _interval(_of(plan_, results, PRETRAINED, size, "fig. 2")), "pretrained (k = 6)", "#444")
-    _reference(fig, _interval(_of(plan_, results, EMBEDDINGS_ONLY, size, "fig. 2")), "embeddings only (k = 0)",
-               "#999")
-    return _layout(fig, f"block of {BLOCK} layers ({size})")
+    labels = tuple(f"layers {s + 1}-{s + BLOCK}" for s in budget.blocks)
+    lines = [IntervalLine(f"block {'re-initialised' if mode == 'reinit' else 'preserved'}", colour, labels,
+                          tuple(_interval(_of(plan_, results, block_name(mode, s), size, "fig. 3"))
+                                for s in budget.blocks), mode="markers")
+             for mode, colour in (("reinit", SCRATCH), ("preserve", BLUE))]
+    return interval_figure(lines, x_title=f"block of {BLOCK} layers ({size})", y_title=Y_TITLE,
+                           references=_references(plan_, results, size, "pretrained (k = 6)"))
 
 
 def permutation_figure(plan_: Plan, results: Mapping[Step, Any]):
     """Fig. 4: each permutation's accuracy, their mean with its interval, and the unpermuted and k = 0 lines."""
-    import plotly.graph_objects as go
-
     from labcore.figures import PRETRAINED as BLUE
+    from labcore.figures.recipes import Dots, IntervalLine, interval_figure
 
     size = facet_of(BUDGETS[plan_.budget].main_size)
     trials = values_by_seed(plan_, results, condition=PERMUTED, facet=size, part="fig. 4")
-    fig = go.Figure()
-    if trials:
-        fig.add_trace(go.Scatter(x=[f"permutation {t}" for t in trials], y=list(trials.values()), mode="markers",
-                                 name="one permutation", marker=dict(color=BLUE, size=9)))
-    _line(fig, ["mean"], [_interval(list(trials.values()))], name="mean of the permutations", colour=BLUE,
-          mode="markers")
-    _reference(fig, _interval(_of(plan_, results, PRETRAINED, size, "fig. 2")), "unpermuted (k = 6)", "#444")
-    _reference(fig, _interval(_of(plan_, results, EMBEDDINGS_ONLY, size, "fig. 2")), "embeddings only (k = 0)",
-               "#999")
-    return _layout(fig, f"layer order ({size})")
+    dots = Dots("one permutation", BLUE, tuple((f"permutation {t}", v) for t, v in trials.items()))
+    mean = IntervalLine("mean of the permutations", BLUE, ("mean",), (_interval(list(trials.values())),),
+                        mode="markers")
+    return interval_figure([mean], x_title=f"layer order ({size})", y_title=Y_TITLE, dots=dots,
+                           references=_references(plan_, results, size, "unpermuted (k = 6)"))
 
 
 def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
