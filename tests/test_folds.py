@@ -4,6 +4,7 @@ stratified; each fold a run of its own key; the folds of a condition counted as 
 from __future__ import annotations
 
 import collections
+import os
 import re
 import time
 
@@ -17,7 +18,7 @@ from labcore.errors import LabError
 from labcore.record import RunRecord
 from labcore.resolve import resolve_spec
 from labcore.spec import make_spec
-from labcore.speed import measured_speed
+from labcore.speed import had_the_machine, measured_speed
 from test_data_page_upload import APP, TIMEOUT, own_cache  # noqa: F401 - own_cache: an empty cache per test
 from test_pages_trust import dna_rows, texts
 
@@ -161,7 +162,10 @@ def test_a_106_row_csv_in_5_folds_gives_5_runs_whose_compare_row_has_n_5():
     records = [store.get_result(k) for k in keys]
     assert sum(r.test_examples for r in records) == 106  # every record tested once
     assert {r.train_tokens for r in records} == {22.0}  # 20 symbols, [CLS] and [SEP]: the speed New experiment uses
-    assert measured_speed(records, "tiny:bert", "full", "upload:dna").runs == 5
+    # Every fold counts toward the speed New experiment promises; a fold that shared a busy machine (another
+    # process on a core) is left out while any had it alone, whatever else runs beside the tests.
+    alone = [r for r in records if had_the_machine(r, os.cpu_count() or 1)]
+    assert measured_speed(records, "tiny:bert", "full", "upload:dna").runs == (len(alone) or 5)
     summary = figures.summary_table(records)
     assert len(summary) == 1 and summary["n"].tolist() == [5]
 
