@@ -487,3 +487,29 @@ def test_a_requesters_queue_is_capped_with_a_clear_message(tmp_path):
         assert len(store.waiting_for("ann")) == 2
     finally:
         store.close()
+
+
+# ---------------------------------------------------------------------------------------------- reading
+def test_many_records_read_at_once_are_the_records_read_one_by_one(store, monkeypatch):
+    from labcore.store import table
+
+    monkeypatch.setattr(table, "SQL_CHUNK", 3)  # several chunks from a handful of keys
+    keys = [submit(store, spec(seed)).key for seed in range(7)]
+    finish_done(store, keys[0])
+    # a record too large for a row of its own lives in a file beside the database: read the same way
+    big = dict(store.get(keys[1]), note="x" * 100_000)
+    store.table.put(big)
+    read = store.table.get_many([*keys, "no-such-key"])
+    assert read == {k: store.table.get(k) for k in keys}
+    assert read[keys[1]]["note"] == big["note"] and read[keys[0]]["status"] == "done"
+    assert [r["key"] for r in store.jobs()] == keys
+    assert [r["key"] for r in store.jobs(status="done")] == [keys[0]]
+
+
+def test_a_record_rewritten_reads_anew_and_a_callers_change_reaches_no_other_reader(store):
+    key = submit(store, spec(0)).key
+    first = store.table.get_many([key])[key]
+    first["status"] = "scribbled"  # a caller's own copy
+    assert store.table.get_many([key])[key]["status"] == "queued"
+    finish_done(store, key)
+    assert store.table.get_many([key])[key]["status"] == "done"

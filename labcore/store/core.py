@@ -120,9 +120,13 @@ class Store(Requests, Attempts):
         """Records in submission order, optionally of one kind, one status or one group; with ``newest`` only
         the last that many of them, read newest first and no further (a page of a 10,000-job lab)."""
         keys = self.group(group)["keys"] if group else self.table.keys()
+        # every record at once, unless only the newest few are wanted (then read newest first, no further)
+        stored = {} if newest else self.table.get_many(keys)
         found: list[dict[str, Any]] = []
         for key in reversed(keys) if newest else keys:
-            record = self.get(key)
+            record = stored.get(key) if not newest else self.table.get(key)
+            if record is not None and record["status"] == "running":
+                record = self.get(key)  # decides whether a running job is dead
             if record is not None and (kind is None or record.get("kind", "run") == kind) and (
                     status is None or record["status"] == status):
                 found.append(record)

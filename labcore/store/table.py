@@ -16,6 +16,10 @@ import diskcache
 from labcore.errors import LabError
 
 
+SQL_CHUNK = 900  # keys a query names: under SQLite's oldest limit of 999 variables a statement
+DECODED_MAX = 50_000  # decoded records a store keeps for get_many (about 5 KiB of JSON each); then it starts over
+
+
 class IndexList:
     """A named list of items in one cache entry (append once, remove, read)."""
 
@@ -58,9 +62,35 @@ class JobTable:
         self.all = IndexList(cache, "jobs")
         self.running = IndexList(cache, "running")
         self.group_names = IndexList(cache, "groups")
+        self.decoded: dict[str, tuple[Any, dict[str, Any]]] = {}  # db key -> (version read, record)
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.cache.get(f"job/{key}")
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The records of ``keys`` that exist, by key: one SQL query a chunk instead of one a key, and a
+        record unchanged since this process last decoded it is not decoded again (10,000 records took the
+        Compare page 0.98 s read one query at a time, 0.92 s of it JSON decoding). Each record comes back a
+        shallow copy, so a caller that sets a field changes no other reader's record; the store never sets an
+        expiry, so none is checked."""
+        wanted = [f"job/{k}" for k in keys]
+        out: dict[str, dict[str, Any]] = {}
+        for start in range(0, len(wanted), SQL_CHUNK):
+            chunk = wanted[start:start + SQL_CHUNK]
+            # diskcache has no public many-key read: its own connection and table, as its get uses them
+            rows = self.cache._sql(f"SELECT key, store_time, mode, filename, value FROM Cache WHERE raw = 1 AND "
+                                   f"key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for db_key, stored, mode, filename, value in rows:
+                # a rewrite changes store_time; the value's length or file name guards a same-tick rewrite
+                version = (stored, filename, len(value) if isinstance(value, (bytes, str)) else value)
+                kept = self.decoded.get(db_key)
+                if kept is None or kept[0] != version:
+                    kept = (version, self.cache.disk.fetch(mode, filename, value, False))
+                    if len(self.decoded) >= DECODED_MAX:
+                        self.decoded.clear()
+                    self.decoded[db_key] = kept
+                out[db_key[len("job/"):]] = dict(kept[1])
+        return out
 
     def put(self, record: dict[str, Any]) -> None:
         self.cache.set(f"job/{record['key']}", record)
