@@ -5,14 +5,17 @@ lists every other member with its sha256 and size, the jobs (with their kinds an
 archive holds them, and the uploads the jobs' data came from. Per job ``jobs/<key>/`` holds ``record.json``
 (the store's record: spec, status, result), ``events.json`` (its event stream, chunk by chunk, so curves and
 logs read the same) and ``files/`` (its folder; weights only with ``weights=True``). ``uploads/<name>/`` holds
-the upload folder of every ``upload:<name>`` a job's discipline names.
+the upload folder of every ``upload:<name>`` a job's discipline names, ``models/<folder>/`` every model made in the
+lab that a job's spec names (``lab:NAME``, ``run:KEY``: :mod:`labcore.archive_models`).
 
 Only finished jobs travel (a queued or running job is work, not a result), with every finished job they need
-(``requires``: a body's source run, an analysed run), so what arrives can be read without what stayed behind.
+(``requires``: a body's source run, an analysed run; the pretraining that made a ``lab:`` model its spec names),
+so what arrives can be read without what stayed behind.
 
 Import checks the whole archive before it writes anything: every member must be a plain file listed in the
 manifest with its sha256, and every listed member must be there; a damaged archive is refused whole. Keys the
-lab already holds are skipped and named (a key is its spec: the same result), as are uploads already there.
+lab already holds are skipped and named (a key is its spec: the same result), as are uploads already there and
+model folders already here with the same files; a model folder here with other files refuses the whole archive.
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import hashlib
 import io
 import json
 import os
-import re
 import shutil
 import tarfile
 import tempfile
@@ -31,8 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
+from labcore import archive_models
+from labcore.archive_models import KEY_PATTERN
 from labcore.data.upload import NAME_PATTERN, uploads_dir
 from labcore.errors import LabError
+from labcore.models import models_dir
 from labcore.store import FINISHED, Store
 from labcore.store.artifacts import RECORD_FILE
 from labcore.store.selection import Selection
@@ -42,7 +47,6 @@ MANIFEST = "manifest.json"
 # Files that hold model weights: large, and rebuilt by running the spec again, so they travel on request only.
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".bin")
 UPLOAD_PREFIX = "upload:"
-KEY_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")  # a key names a folder: nothing that climbs out
 
 
 class ArchiveDamaged(LabError):
@@ -56,6 +60,8 @@ class Exported:
     uploads: tuple[str, ...]
     skipped: tuple[str, ...]  # selected jobs that are not finished
     bytes: int
+    models: tuple[str, ...] = ()  # lab-made models the jobs name, carried whole
+    absent_models: tuple[str, ...] = ()  # named but not on this machine: the archive goes without them
 
 
 @dataclass(frozen=True)
@@ -64,11 +70,14 @@ class Imported:
     existing: tuple[str, ...]  # jobs the lab already held: skipped
     uploads: tuple[str, ...]
     existing_uploads: tuple[str, ...]
+    models: tuple[str, ...] = ()
+    existing_models: tuple[str, ...] = ()  # already here with the same files: kept
 
 
 # -------------------------------------------------------------------------------------------------- export
 def _with_inputs(store: Store, keys: list[str]) -> list[str]:
-    """``keys`` and, before them, every finished job they need, transitively (each once, in store order)."""
+    """``keys`` and, before them, every job they need, transitively (each once, in store order): the jobs
+    they require, and the jobs that made the lab models their specs name (where this store holds them)."""
     wanted: set[str] = set()
     todo = list(keys)
     while todo:
@@ -76,7 +85,10 @@ def _with_inputs(store: Store, keys: list[str]) -> list[str]:
         if key in wanted:
             continue
         wanted.add(key)
-        todo += [k for k in (store.table.get(key) or {}).get("requires") or [] if store.table.get(k)]
+        record = store.table.get(key) or {}
+        needed = list(record.get("requires") or [])
+        needed += [archive_models.maker_key(name) for name in archive_models.named_models(record.get("spec"))]
+        todo += [k for k in needed if k and store.table.get(k)]
     return [k for k in store.table.keys() if k in wanted]
 
 
@@ -94,7 +106,8 @@ def _upload_of(record: dict[str, Any]) -> str:
     return discipline[len(UPLOAD_PREFIX):] if isinstance(discipline, str) and discipline.startswith(UPLOAD_PREFIX) else ""
 
 
-def _members(store: Store, keys: list[str], uploads: list[str], weights: bool) -> Iterator[tuple[str, bytes | Path]]:
+def _members(store: Store, keys: list[str], uploads: list[str], models: list[str],
+             weights: bool) -> Iterator[tuple[str, bytes | Path]]:
     """(archive name, bytes or a file to copy) of everything but the manifest."""
     for key in keys:
         record = store.table.get(key)
@@ -108,17 +121,13 @@ def _members(store: Store, keys: list[str], uploads: list[str], weights: bool) -
         folder = uploads_dir() / name
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             yield f"uploads/{name}/{path.relative_to(folder).as_posix()}", path
+    yield from archive_models.members(models)
 
 
 def _sha256(data: bytes | Path) -> tuple[str, int]:
-    digest = hashlib.sha256()
     if isinstance(data, bytes):
-        digest.update(data)
-        return digest.hexdigest(), len(data)
-    with open(data, "rb") as handle:
-        for block in iter(lambda: handle.read(2**20), b""):
-            digest.update(block)
-    return digest.hexdigest(), data.stat().st_size
+        return hashlib.sha256(data).hexdigest(), len(data)
+    return archive_models.file_sha256(data), data.stat().st_size
 
 
 def _add(tar: tarfile.TarFile, name: str, data: bytes | Path) -> None:
@@ -145,7 +154,9 @@ def export(store: Store, path: Path | str, selection: Selection = Selection(), *
     keys = [k for k in keys if store.table.get(k)["status"] in FINISHED]
     records = {k: store.table.get(k) for k in keys}
     uploads = sorted({u for r in records.values() if (u := _upload_of(r)) and (uploads_dir() / u).is_dir()})
-    members = list(_members(store, keys, uploads, weights))
+    models, absent = archive_models.present(
+        sorted({name for r in records.values() for name in archive_models.named_models(r.get("spec"))}))
+    members = list(_members(store, keys, uploads, models, weights))
     sums = {name: _sha256(data) for name, data in members}
     groups = {}
     for name in store.groups():
@@ -155,7 +166,7 @@ def export(store: Store, path: Path | str, selection: Selection = Selection(), *
     manifest = {
         "format": FORMAT, "created_at": time.time(), "weights": weights,
         "jobs": [{"key": k, "kind": r.get("kind", "run"), "label": r.get("label", "")} for k, r in records.items()],
-        "groups": groups, "uploads": uploads,
+        "groups": groups, "uploads": uploads, "models": models,
         "members": {name: {"sha256": digest, "size": size} for name, (digest, size) in sums.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -169,7 +180,8 @@ def export(store: Store, path: Path | str, selection: Selection = Selection(), *
     finally:
         tmp.unlink(missing_ok=True)
     return Exported(path=path, keys=tuple(keys), uploads=tuple(uploads),
-                    skipped=tuple(k for k in chosen if k not in records), bytes=path.stat().st_size)
+                    skipped=tuple(k for k in chosen if k not in records), bytes=path.stat().st_size,
+                    models=tuple(models), absent_models=tuple(absent))
 
 
 # -------------------------------------------------------------------------------------------------- import
@@ -199,8 +211,11 @@ def verify(path: Path | str) -> dict[str, Any]:
             listed = manifest.get("members") or {}
             bad = [j.get("key") for j in manifest.get("jobs") or [] if not KEY_PATTERN.fullmatch(str(j.get("key")))]
             bad += [u for u in manifest.get("uploads") or [] if not NAME_PATTERN.fullmatch(str(u))]
+            bad += [m for m in manifest.get("models") or [] if not archive_models.made_here(m)
+                    or not any(n.startswith(archive_models.member_folder(m)) for n in listed)]
             if bad:
-                raise _damaged(path, f"it names a job or upload {bad[0]!r} that is no key or upload name")
+                raise _damaged(path, f"it names a job, upload or model {bad[0]!r} that is no key, upload name or "
+                                     f"lab:/run: model")
             seen: set[str] = set()
             while (member := tar.next()) is not None:  # on from the manifest (iterating restarts at the first)
                 name = member.name
@@ -223,9 +238,14 @@ def verify(path: Path | str) -> dict[str, Any]:
     return manifest
 
 
-def _place(store: Store, staging: Path, records: dict[str, dict[str, Any]], uploads: list[str]) -> None:
-    """Move the staged job folders and uploads into place (before the records: a record never names a folder
-    that is not there)."""
+def _place(store: Store, staging: Path, records: dict[str, dict[str, Any]], uploads: list[str],
+           models: list[str]) -> None:
+    """Move the staged model folders, job folders and uploads into place (before the records: a record never
+    names a folder or a model that is not there)."""
+    for name in models:
+        models_dir().mkdir(parents=True, exist_ok=True)
+        # os.replace fails rather than replace a folder made here meanwhile
+        os.replace(staging / archive_models.member_folder(name), models_dir() / archive_models.folder_name(name))
     for key, record in records.items():
         shutil.rmtree(store.workdir(key), ignore_errors=True)  # a folder with no record: nobody's
         store.workdir(key).parent.mkdir(parents=True, exist_ok=True)
@@ -246,6 +266,7 @@ def import_archive(store: Store, path: Path | str) -> Imported:
     existing = [k for k in keys if store.table.get(k) is not None]
     new = [k for k in keys if k not in existing]
     uploads = [u for u in manifest.get("uploads") or [] if not (uploads_dir() / u).exists()]
+    models, same_models = archive_models.arriving(manifest)  # a different folder here: refused before writing
     staging = Path(tempfile.mkdtemp(dir=store.root, prefix=".import-"))
     try:
         with tarfile.open(path, "r:*") as tar:
@@ -257,7 +278,7 @@ def import_archive(store: Store, path: Path | str) -> Imported:
                         shutil.copyfileobj(source, out)
         records = {k: json.loads((staging / "jobs" / k / RECORD_FILE).read_text()) for k in new}
         try:
-            _place(store, staging, records, uploads)
+            _place(store, staging, records, uploads, models)
             with store.cache.transact(retry=True):
                 for key in new:
                     store.table.put(records[key])
@@ -272,8 +293,12 @@ def import_archive(store: Store, path: Path | str) -> Imported:
                 shutil.rmtree(store.workdir(key), ignore_errors=True)
             for name in uploads:
                 shutil.rmtree(uploads_dir() / name, ignore_errors=True)
+            for name in models:  # only those placed: a folder made here meanwhile stays
+                if not (staging / archive_models.member_folder(name)).exists():
+                    shutil.rmtree(models_dir() / archive_models.folder_name(name), ignore_errors=True)
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return Imported(keys=tuple(new), existing=tuple(existing), uploads=tuple(uploads),
-                    existing_uploads=tuple(u for u in manifest.get("uploads") or [] if u not in uploads))
+                    existing_uploads=tuple(u for u in manifest.get("uploads") or [] if u not in uploads),
+                    models=tuple(models), existing_models=tuple(same_models))

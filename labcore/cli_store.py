@@ -90,6 +90,11 @@ def _archive(args: argparse.Namespace) -> int:
               f"{done.bytes / 2**20:,.1f} MiB" + ("" if args.weights else " (without weights: add --weights)"))
         if done.skipped:
             print(f"left out {len(done.skipped)} job(s) that are not finished: {', '.join(k[:12] for k in done.skipped)}")
+        if done.models:
+            print(f"with the lab's model(s) the jobs name: {', '.join(done.models)}")
+        if done.absent_models:
+            print(f"not on this machine, so not in the archive: {', '.join(done.absent_models)} (the jobs that "
+                  f"name them cannot run again in the other lab until it has them)")
         return 0
     done = archive.import_archive(store, args.archive)
     print(f"imported {len(done.keys)} job(s) and {len(done.uploads)} upload(s) from {args.archive}")
@@ -98,6 +103,9 @@ def _archive(args: argparse.Namespace) -> int:
               + ", ".join(k[:12] for k in done.existing))
     if done.existing_uploads:
         print(f"kept the upload(s) already here: {', '.join(done.existing_uploads)}")
+    if done.models or done.existing_models:
+        print(f"model(s) brought in: {', '.join(done.models) or 'none'}; kept (already here, same files): "
+              f"{', '.join(done.existing_models) or 'none'}")
     return 0
 
 
