@@ -29,7 +29,7 @@ from labcore.fmt import fmt_duration
 from labcore.mapping import MappingSpec, TokenMapping, build_mapping, model_vocab
 from labcore.record import RunRecord
 from labcore.events import curves_from_events
-from labcore.store import FINISHED, Store, open_store
+from labcore.store import FINISHED, STOPPED, Store, open_store
 
 # --------------------------------------------------------------------------------------------------
 # the store and the executor
@@ -71,8 +71,9 @@ class AskingExecutor:
         self._admit(specs)
         return self._changed(self.executor.submit_group(name, specs, who=self.who, **options))
 
-    def _admit(self, specs: list[Any]) -> None:
-        """A student's specs against the teacher's limits, before anything is queued."""
+    def _admit(self, specs: list[Any], adding: int | None = None) -> None:
+        """A student's specs against the teacher's limits, before anything is queued; ``adding``: the queue
+        entries they make (None: those not finished already)."""
         if self.limits is None:
             return
         from labcore import jobs
@@ -80,7 +81,8 @@ class AskingExecutor:
         for spec in specs:
             self.limits.check(spec)
         store = self.executor.store
-        adding = sum(1 for spec in specs if (store.get(jobs.key_of(spec)) or {}).get("status") not in FINISHED)
+        if adding is None:
+            adding = sum(1 for spec in specs if (store.get(jobs.key_of(spec)) or {}).get("status") not in FINISHED)
         self.limits.check_queue(len(store.waiting_for(self.who)), adding)
         if adding and self.limits.max_disk_mb_per_student:
             from labcore.store.usage import requester_bytes
@@ -89,7 +91,20 @@ class AskingExecutor:
         store.limit_requester(self.who, max_job_s=self.limits.max_job_s, note=self.limits.time_limit_note())
 
     def resume(self, key: str):
+        self._admit_resume(key)
         return self._changed(self.executor.resume(key, who=self.who))
+
+    def _admit_resume(self, key: str) -> None:
+        """A student's resume queues the job again, as a submission does, so it meets the same limits (a job
+        someone else asked for at a budget or model students may not use, the queue cap, the disk quota)."""
+        if self.limits is None:
+            return
+        from labcore import jobs
+
+        record = self.executor.store.get(key)
+        if record is None or record["status"] not in STOPPED:
+            return  # nothing to queue: the store names the problem, or the job is already active
+        self._admit([jobs.get_kind(record.get("kind", "run")).from_dict(record["spec"])], adding=1)
 
     def withdraw(self, key: str):
         return self._changed(self.executor.withdraw(key, self.who))

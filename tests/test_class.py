@@ -251,6 +251,39 @@ def test_a_students_paper_budget_and_local_model_are_refused_naming_the_teachers
         store.close()
 
 
+def test_a_students_resume_meets_the_same_limits_as_a_submission(tmp_path):
+    from labcore.classroom import ClassroomLimits, StudentLimit
+    from labcore.store import Store
+    from pages.state import AskingExecutor
+
+    store = Store(tmp_path / "store")
+    try:
+        store.hold_workers("test")
+        student = AskingExecutor(LocalExecutor(store, autostart=False), "ann",
+                                 ClassroomLimits.from_settings({"max_queued_per_student": 1, "max_job_minutes": 1}))
+        teacher = AskingExecutor(LocalExecutor(store, autostart=False), "tess")
+        paper = teacher.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper")).key
+        teacher.cancel(paper)
+        with pytest.raises(StudentLimit, match="budget.*quick, not 'paper'.*student_budgets"):
+            student.resume(paper)  # the teacher's paper run stays the teacher's to resume
+        assert store.get(paper)["status"] == "cancelled"
+
+        stopped = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
+        student.withdraw(stopped)
+        waiting = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=1)).key
+        with pytest.raises(StudentLimit, match="1 job\\(s\\) waiting.*you have 1; this asks for 1 more.*"
+                                               "max_queued_per_student"):
+            student.resume(stopped)
+        assert store.get(stopped)["status"] == "cancelled" and store.waiting_for("ann") == [waiting]
+        student.withdraw(waiting)
+        assert student.resume(stopped).outcome == "resumed"
+        claim = store.claim()  # the resumed job carries the teacher's time limit too
+        assert claim.key == stopped and "max_job_minutes (1 min)" in claim.deadline_note
+        store.finish(claim.key, claim.attempt, "cancelled")
+    finally:
+        store.close()
+
+
 def test_a_job_past_its_requesters_time_limit_is_stopped_saying_who_stopped_it(tmp_path):
     from labcore.store import Store
     from labcore.worker import Worker
