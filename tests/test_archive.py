@@ -138,6 +138,44 @@ def test_an_archive_lists_every_member_with_its_sha256(lab, tmp_path):
     assert f"jobs/{keys[0]}/files/best.safetensors" not in names
 
 
+def test_the_atlas_reads_the_same_after_a_round_trip(tmp_path, monkeypatch):
+    """A finished atlas cell (two seeds a side) with its LogME estimate gives the same atlas table in an
+    empty lab after export and import."""
+    from labcore import atlas
+
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-a"))
+    source = Store(tmp_path / "a")
+    target = None
+    try:
+        for init in atlas.SIDES:
+            for seed in (0, 1):
+                spec = make_spec(discipline="bits-xor", discipline_params=SMALL, init=init, seed=seed)
+                finish(source, new_job(spec), 0.6 + 0.05 * seed + (0.2 if init == "pretrained" else 0))
+        grid = dict(models=["minilm"], disciplines=["bits-xor", "listops"])
+        cell = atlas.build_atlas(atlas.finished_runs(source), **grid).cell("minilm", "bits-xor")
+        logme = source.submit(new_job(cell.logme_spec), group=atlas.LOGME_GROUP).key
+        claim = source.claim()
+        scores = {"minilm/pretrained": -0.4, "minilm/random seed 0": -0.9}
+        source.finish(logme, claim.attempt, "done", result={"logme": scores})
+
+        def atlas_of(store: Store) -> pd.DataFrame:
+            built = atlas.build_atlas(atlas.finished_runs(store), **grid)
+            return atlas.atlas_table(built.with_estimates(atlas.estimates_from_store(store, built.logme_specs())))
+
+        before = atlas_of(source)
+        assert not before.loc[0, "greyed"] and before.loc[0, "estimated_gain"] == pytest.approx(0.5)
+        archive = tmp_path / "atlas.tar.gz"
+        export(source, archive)
+        monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-b"))
+        target = Store(tmp_path / "b")
+        import_archive(target, archive)
+        pd.testing.assert_frame_equal(atlas_of(target), before)
+    finally:
+        source.close()
+        if target is not None:
+            target.close()
+
+
 @pytest.mark.slow
 def test_a_finished_recipe_reads_the_same_after_a_round_trip(tmp_path_factory, tmp_path, monkeypatch, fetched_assets):
     """A real tiny recipe (minutes on two cores): its report and its runs' Compare table survive export and
