@@ -219,69 +219,76 @@ def test_the_eta_reads_only_the_current_attempts_first_and_last_step(tmp_path):
 
 
 # ------------------------------------------------------------------------------------ the teacher's limits
-def test_a_students_paper_budget_and_local_model_are_refused_naming_the_teachers_setting(tmp_path):
-    from labcore.classroom import ClassroomLimits, StudentLimit
+@pytest.fixture
+def held(tmp_path):
+    """A store whose workers are held: what anyone queues stays queued."""
     from labcore.store import Store
-    from pages.state import AskingExecutor
 
     store = Store(tmp_path / "store")
-    try:
-        store.hold_workers("test")
-        student = AskingExecutor(LocalExecutor(store, autostart=False), "ann",
-                                 ClassroomLimits.from_settings({"max_queued_per_student": 2, "max_job_minutes": 1}))
-        with pytest.raises(StudentLimit, match="budget.*quick, not 'paper'.*student_budgets, \\[classroom\\] in "
-                                               "\\.streamlit/secrets\\.toml"):
-            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper"))
-        with pytest.raises(StudentLimit, match="local: models \\('local:/srv/weights'\\).*student_local_models is off"):
-            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="local:/srv/weights"))
-        with pytest.raises(StudentLimit, match="hub: models.*student_hub_models"):
-            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="hub:bert-base-uncased"))
-        assert store.keys(kind=None) == []  # nothing refused was queued
-        specs = [make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=i) for i in range(3)]
-        with pytest.raises(StudentLimit, match="2 job\\(s\\) waiting.*this asks for 3.*max_queued_per_student"):
-            student.submit_group("mine", specs)
-        student.submit_group("mine", specs[:2])
-        claim = store.claim()  # a student's job carries the teacher's time limit to whoever runs it
-        assert 59 < claim.deadline - time.time() <= 60 and "max_job_minutes (1 min)" in claim.deadline_note
-        teacher = AskingExecutor(LocalExecutor(store, autostart=False), "tess")  # no limits: the teacher's session
-        assert teacher.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper")).outcome \
-            == "queued"
-        store.finish(claim.key, claim.attempt, "cancelled")
-    finally:
-        store.close()
+    store.hold_workers("test")
+    yield store
+    store.close()
 
 
-def test_a_students_resume_meets_the_same_limits_as_a_submission(tmp_path):
-    from labcore.classroom import ClassroomLimits, StudentLimit
-    from labcore.store import Store
+def asking(store, who: str, **limits):
+    """``who``'s executor as the pages give it: a student's under the teacher's settings ``limits``, or with
+    none, the teacher's own session (not limited)."""
+    from labcore.classroom import ClassroomLimits
     from pages.state import AskingExecutor
 
-    store = Store(tmp_path / "store")
-    try:
-        store.hold_workers("test")
-        student = AskingExecutor(LocalExecutor(store, autostart=False), "ann",
-                                 ClassroomLimits.from_settings({"max_queued_per_student": 1, "max_job_minutes": 1}))
-        teacher = AskingExecutor(LocalExecutor(store, autostart=False), "tess")
-        paper = teacher.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper")).key
-        teacher.cancel(paper)
-        with pytest.raises(StudentLimit, match="budget.*quick, not 'paper'.*student_budgets"):
-            student.resume(paper)  # the teacher's paper run stays the teacher's to resume
-        assert store.get(paper)["status"] == "cancelled"
+    return AskingExecutor(LocalExecutor(store, autostart=False), who,
+                          ClassroomLimits.from_settings(limits) if limits else None)
 
-        stopped = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
-        student.withdraw(stopped)
-        waiting = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=1)).key
-        with pytest.raises(StudentLimit, match="1 job\\(s\\) waiting.*you have 1; this asks for 1 more.*"
-                                               "max_queued_per_student"):
-            student.resume(stopped)
-        assert store.get(stopped)["status"] == "cancelled" and store.waiting_for("ann") == [waiting]
-        student.withdraw(waiting)
-        assert student.resume(stopped).outcome == "resumed"
-        claim = store.claim()  # the resumed job carries the teacher's time limit too
-        assert claim.key == stopped and "max_job_minutes (1 min)" in claim.deadline_note
-        store.finish(claim.key, claim.attempt, "cancelled")
-    finally:
-        store.close()
+
+def test_a_students_paper_budget_and_local_model_are_refused_naming_the_teachers_setting(held):
+    from labcore.classroom import StudentLimit
+
+    store = held
+    student = asking(store, "ann", max_queued_per_student=2, max_job_minutes=1)
+    with pytest.raises(StudentLimit, match="budget.*quick, not 'paper'.*student_budgets, \\[classroom\\] in "
+                                           "\\.streamlit/secrets\\.toml"):
+        student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper"))
+    with pytest.raises(StudentLimit, match="local: models \\('local:/srv/weights'\\).*student_local_models is off"):
+        student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="local:/srv/weights"))
+    with pytest.raises(StudentLimit, match="hub: models.*student_hub_models"):
+        student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="hub:bert-base-uncased"))
+    assert store.keys(kind=None) == []  # nothing refused was queued
+    specs = [make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=i) for i in range(3)]
+    with pytest.raises(StudentLimit, match="2 job\\(s\\) waiting.*this asks for 3.*max_queued_per_student"):
+        student.submit_group("mine", specs)
+    student.submit_group("mine", specs[:2])
+    claim = store.claim()  # a student's job carries the teacher's time limit to whoever runs it
+    assert 59 < claim.deadline - time.time() <= 60 and "max_job_minutes (1 min)" in claim.deadline_note
+    teacher = asking(store, "tess")  # no limits: the teacher's session
+    assert teacher.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper")).outcome \
+        == "queued"
+    store.finish(claim.key, claim.attempt, "cancelled")
+
+
+def test_a_students_resume_meets_the_same_limits_as_a_submission(held):
+    from labcore.classroom import StudentLimit
+
+    store = held
+    student = asking(store, "ann", max_queued_per_student=1, max_job_minutes=1)
+    teacher = asking(store, "tess")
+    paper = teacher.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, budget="paper")).key
+    teacher.cancel(paper)
+    with pytest.raises(StudentLimit, match="budget.*quick, not 'paper'.*student_budgets"):
+        student.resume(paper)  # the teacher's paper run stays the teacher's to resume
+    assert store.get(paper)["status"] == "cancelled"
+
+    stopped = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
+    student.withdraw(stopped)
+    waiting = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=1)).key
+    with pytest.raises(StudentLimit, match="1 job\\(s\\) waiting.*you have 1; this asks for 1 more.*"
+                                           "max_queued_per_student"):
+        student.resume(stopped)
+    assert store.get(stopped)["status"] == "cancelled" and store.waiting_for("ann") == [waiting]
+    student.withdraw(waiting)
+    assert student.resume(stopped).outcome == "resumed"
+    claim = store.claim()  # the resumed job carries the teacher's time limit too
+    assert claim.key == stopped and "max_job_minutes (1 min)" in claim.deadline_note
+    store.finish(claim.key, claim.attempt, "cancelled")
 
 
 def test_a_job_past_its_requesters_time_limit_is_stopped_saying_who_stopped_it(tmp_path):
@@ -361,26 +368,19 @@ def test_a_large_group_is_shown_a_page_at_a_time(tmp_path, monkeypatch):
     assert store.get(keys[59])["label"] in shown and store.get(keys[0])["label"] not in shown
 
 
-def test_a_student_over_the_disk_quota_is_refused_new_jobs(tmp_path):
-    from labcore.classroom import ClassroomLimits, StudentLimit
-    from labcore.store import Store
-    from pages.state import AskingExecutor
+def test_a_student_over_the_disk_quota_is_refused_new_jobs(held):
+    from labcore.classroom import StudentLimit
 
-    store = Store(tmp_path / "store")
-    try:
-        store.hold_workers("test")
-        student = AskingExecutor(LocalExecutor(store, autostart=False), "ann",
-                                 ClassroomLimits.from_settings({"max_disk_mb_per_student": 1}))
-        key = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
-        claim = store.claim()
-        claim.workdir.mkdir(parents=True)
-        (claim.workdir / "best.safetensors").write_bytes(b"w" * 2**20)
-        store.finish(key, claim.attempt, "done", result={"key": key, "status": "done", "spec": claim.spec})
-        with pytest.raises(StudentLimit, match="your jobs hold 1 MB.*max_disk_mb_per_student = 1"):
-            student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=1))
-        assert student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).outcome == "cached"
-    finally:
-        store.close()
+    store = held
+    student = asking(store, "ann", max_disk_mb_per_student=1)
+    key = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
+    claim = store.claim()
+    claim.workdir.mkdir(parents=True)
+    (claim.workdir / "best.safetensors").write_bytes(b"w" * 2**20)
+    store.finish(key, claim.attempt, "done", result={"key": key, "status": "done", "spec": claim.spec})
+    with pytest.raises(StudentLimit, match="your jobs hold 1 MB.*max_disk_mb_per_student = 1"):
+        student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=1))
+    assert student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).outcome == "cached"
 
 
 def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(tmp_path, monkeypatch):
