@@ -94,7 +94,8 @@ def _archive(args: argparse.Namespace) -> int:
             print(f"with the lab's model(s) the jobs name: {', '.join(done.models)}")
         if done.absent_models:
             print(f"not on this machine, so not in the archive: {', '.join(done.absent_models)} (the jobs that "
-                  f"name them cannot run again in the other lab until it has them)")
+                  f"name them cannot run again in the other lab until it has them; a run: body is written "
+                  f"again there from its run when the run's weights travel: --weights)")
         return 0
     done = archive.import_archive(store, args.archive)
     print(f"imported {len(done.keys)} job(s) and {len(done.uploads)} upload(s) from {args.archive}")

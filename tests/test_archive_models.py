@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from labcore.archive import export, import_archive, verify
+from labcore.archive import ArchiveDamaged, export, import_archive, verify
 from labcore.archive_models import ModelFolderConflict
 from labcore.cli import main as cli_main
 from labcore.jobs import new_job
@@ -97,6 +97,23 @@ def test_a_different_model_of_the_same_name_is_never_overwritten(made_here, tmp_
             import_archive(target, archive)
         assert files_of(theirs) == before and target.table.keys() == []
         assert not [p for p in (tmp_path / "c").iterdir() if p.name.startswith(".import-")]
+    finally:
+        target.close()
+
+
+def test_a_changed_byte_in_a_carried_model_refuses_the_archive_whole(made_here, tmp_path, monkeypatch):
+    source, keys = made_here
+    archive = tmp_path / "made.tar"
+    export(source, archive, Selection(keys=(keys["on_mini"],)))
+    data = bytearray(archive.read_bytes())
+    data[data.index(b"m" * 3000) + 1500] ^= 0x01  # inside lab:mini's weights
+    archive.write_bytes(bytes(data))
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-b"))
+    target = Store(tmp_path / "b")
+    try:
+        with pytest.raises(ArchiveDamaged, match="models/lab-mini/model.safetensors does not match its sha256"):
+            import_archive(target, archive)
+        assert not (models_dir() / "lab-mini").exists() and target.table.keys() == []
     finally:
         target.close()
 
