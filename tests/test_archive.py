@@ -3,8 +3,11 @@ written. No engine, no torch: runs are finished by hand with real result records
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import tarfile
+from pathlib import Path
+from typing import Iterator
 
 import pandas as pd
 import pytest
@@ -54,6 +57,24 @@ def lab(tmp_path, monkeypatch):
     store.submit(new_job(make_spec(discipline="bits-xor", discipline_params=SMALL, seed=9)), group="pair")
     yield store, keys
     store.close()
+
+
+@contextlib.contextmanager
+def other_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str = "b") -> Iterator[Store]:
+    """An empty lab to import into: its own cache (uploads, models) and store."""
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / f"cache-{name}"))
+    target = Store(tmp_path / name)
+    try:
+        yield target
+    finally:
+        target.close()
+
+
+def change_byte(archive: Path, inside: bytes, at: int) -> None:
+    """Flip one bit of ``archive``, ``at`` bytes into the first place it holds ``inside``."""
+    data = bytearray(archive.read_bytes())
+    data[data.index(inside) + at] ^= 0x01
+    archive.write_bytes(bytes(data))
 
 
 def table(store: Store, keys) -> pd.DataFrame:
@@ -106,24 +127,17 @@ def test_a_damaged_archive_is_refused_whole(lab, tmp_path, monkeypatch, damage):
     source, keys = lab
     archive = tmp_path / "term.tar"
     export(source, archive)
-    data = bytearray(archive.read_bytes())
     if damage == "a changed byte":
-        at = data.index(f'{{"for": "{keys[-1]}"}}'.encode())  # inside the last run's mapping.json
-        data[at + 3] ^= 0x01
+        change_byte(archive, f'{{"for": "{keys[-1]}"}}'.encode(), 3)  # inside the last run's mapping.json
     else:
-        del data[len(data) * 2 // 3:]
-    archive.write_bytes(bytes(data))
-    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-b"))
-    target = Store(tmp_path / "b")
-    try:
+        archive.write_bytes(archive.read_bytes()[:archive.stat().st_size * 2 // 3])
+    with other_lab(tmp_path, monkeypatch) as target:
         with pytest.raises(ArchiveDamaged, match="damaged .*nothing of it was imported"):
             import_archive(target, archive)
         assert target.table.keys() == [] and target.groups() == []
         assert not (tmp_path / "cache-b" / "uploads").exists()
         assert not [p for p in (tmp_path / "b").iterdir() if p.name.startswith(".import-")]
         assert not (tmp_path / "b" / "runs").exists() or not any((tmp_path / "b" / "runs").iterdir())
-    finally:
-        target.close()
 
 
 def test_an_archive_lists_every_member_with_its_sha256(lab, tmp_path):
@@ -145,7 +159,6 @@ def test_the_atlas_reads_the_same_after_a_round_trip(tmp_path, monkeypatch):
 
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-a"))
     source = Store(tmp_path / "a")
-    target = None
     try:
         for init in atlas.SIDES:
             for seed in (0, 1):
@@ -166,14 +179,11 @@ def test_the_atlas_reads_the_same_after_a_round_trip(tmp_path, monkeypatch):
         assert not before.loc[0, "greyed"] and before.loc[0, "estimated_gain"] == pytest.approx(0.5)
         archive = tmp_path / "atlas.tar.gz"
         export(source, archive)
-        monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-b"))
-        target = Store(tmp_path / "b")
-        import_archive(target, archive)
-        pd.testing.assert_frame_equal(atlas_of(target), before)
+        with other_lab(tmp_path, monkeypatch) as target:
+            import_archive(target, archive)
+            pd.testing.assert_frame_equal(atlas_of(target), before)
     finally:
         source.close()
-        if target is not None:
-            target.close()
 
 
 @pytest.mark.slow

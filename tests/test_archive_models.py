@@ -20,7 +20,7 @@ from labcore.spec import make_spec
 from labcore.store import Store
 from labcore.store.selection import Selection
 
-from test_archive import SMALL, finish
+from test_archive import SMALL, change_byte, finish, other_lab
 
 
 def made_model(folder: str, card: dict, weights: bytes = b"m" * 3000) -> Path:
@@ -70,52 +70,38 @@ def test_the_models_jobs_name_and_the_pretraining_that_made_one_travel_and_come_
     members = verify(archive)["members"]
     assert all(len(members[f"models/{name}/{file}"]["sha256"]) == 64 for name in sent for file in sent[name])
 
-    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-b"))
-    target = Store(tmp_path / "b")
-    try:
+    with other_lab(tmp_path, monkeypatch) as target:
         arrived = import_archive(target, archive)
         assert arrived.models == done.models and arrived.existing_models == ()
         assert {name: files_of(models_dir() / name) for name in sent} == sent
         assert target.get(keys["pretraining"]) == source.get(keys["pretraining"])
         again = import_archive(target, archive)  # the same folders here: kept, nothing else changes
         assert again.models == () and again.existing_models == done.models
-    finally:
-        target.close()
 
 
 def test_a_different_model_of_the_same_name_is_never_overwritten(made_here, tmp_path, monkeypatch):
     source, keys = made_here
     archive = tmp_path / "made.tar"
     export(source, archive, Selection(keys=(keys["on_mini"],)))
-    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-c"))
-    theirs = made_model("lab-mini", {"key": "0" * 20, "description": "another lab's mini"}, weights=b"t" * 3000)
-    before = files_of(theirs)
-    target = Store(tmp_path / "c")
-    try:
+    with other_lab(tmp_path, monkeypatch, "c") as target:
+        theirs = made_model("lab-mini", {"key": "0" * 20, "description": "another lab's mini"}, weights=b"t" * 3000)
+        before = files_of(theirs)
         with pytest.raises(ModelFolderConflict, match="different lab:mini in .*lab-mini; nothing of the archive "
                                                       "was imported.*move or rename it"):
             import_archive(target, archive)
         assert files_of(theirs) == before and target.table.keys() == []
         assert not [p for p in (tmp_path / "c").iterdir() if p.name.startswith(".import-")]
-    finally:
-        target.close()
 
 
 def test_a_changed_byte_in_a_carried_model_refuses_the_archive_whole(made_here, tmp_path, monkeypatch):
     source, keys = made_here
     archive = tmp_path / "made.tar"
     export(source, archive, Selection(keys=(keys["on_mini"],)))
-    data = bytearray(archive.read_bytes())
-    data[data.index(b"m" * 3000) + 1500] ^= 0x01  # inside lab:mini's weights
-    archive.write_bytes(bytes(data))
-    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-b"))
-    target = Store(tmp_path / "b")
-    try:
+    change_byte(archive, b"m" * 3000, 1500)  # inside lab:mini's weights
+    with other_lab(tmp_path, monkeypatch) as target:
         with pytest.raises(ArchiveDamaged, match="models/lab-mini/model.safetensors does not match its sha256"):
             import_archive(target, archive)
         assert not (models_dir() / "lab-mini").exists() and target.table.keys() == []
-    finally:
-        target.close()
 
 
 def test_the_cli_names_the_models_it_carries_and_those_absent(made_here, tmp_path, capsys):
