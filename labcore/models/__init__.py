@@ -21,8 +21,8 @@ from typing import Any
 _EXPORTS = {
     "backbones": ("BackboneInfo", "backbone_info", "known_layers", "known_positions", "load_backbone",
                   "positions_of"),
-    "model_names": ("BACKBONES", "MADE_HERE", "Source", "backbone_names", "made_here_names", "model_folder", "read_card",
-                    "resolve_backbone", "TINY_VOCAB"),
+    "model_names": ("BACKBONES", "MADE_HERE", "Source", "backbone_names", "made_here_names", "model_folder",
+                    "read_card", "resolve_backbone", "TINY_VOCAB"),
     "conversion": ("install_folder", "models_dir"),
     "inits": ("INITS", "init_from_statistics"),
     "architectures": ("LAYOUTS", "Layout", "Structure", "structure"),
