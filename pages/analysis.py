@@ -9,11 +9,12 @@ import json
 
 import streamlit as st
 
-from labcore import data as disciplines
-from labcore import figures
+from labcore.door.catalogue import backbones, known_layers
+from labcore.door.data import disciplines
+from labcore.door.jobs import ANALYSES, CURVES, SPEC_TYPES, ModelRef, curve_figure, curve_specs, curve_table
+from labcore.door.runs import ACTIVE, FINISHED, STOPPED, make_spec, results
+from labcore.door.views import figures
 from labcore.errors import LabError
-from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, ModelRef
-from labcore.store import ACTIVE, FINISHED, STOPPED
 from pages import common, state
 
 common.through_router()
@@ -39,7 +40,7 @@ executor = state.get_executor()
 def model_options() -> dict[str, ModelRef]:
     """Every model the page offers: each backbone pretrained and at three random seeds, and finished runs."""
     options: dict[str, ModelRef] = {}
-    for name in state.backbones():
+    for name in backbones():
         options[f"{name} · pretrained"] = ModelRef(model=name)
         for seed in range(3):
             options[f"{name} · random init, seed {seed}"] = ModelRef(model=name, init="random", seed=seed)
@@ -129,14 +130,10 @@ st.caption("What each layer contributes, measured by training: probing every lay
            "layers after k, a block of layers, or shuffling their order (Tamkin et al.), each point over "
            "seeds, beside the full fine-tune of the pretrained model and of a random init. Every point is a "
            "real run at the quick budget.")
-from labcore.analysis.curves import CURVES, curve_figure, curve_specs, curve_table  # noqa: E402
-from labcore.models import known_layers  # noqa: E402
-from labcore.spec import make_spec  # noqa: E402
-
 with st.form("curve"):
     c1, c2, c3 = st.columns(3)
     curve = c1.selectbox("Curve", list(CURVES), format_func=lambda c: CURVES[c].title, key="an.curve")
-    model = c2.selectbox("Model", list(state.backbones()), key="an.curve.model")
+    model = c2.selectbox("Model", list(backbones()), key="an.curve.model")
     curve_discipline = c3.selectbox("Discipline", names, key="an.curve.discipline")
     seeds = st.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="an.curve.seeds")
     queued = st.form_submit_button("Queue the curve's runs")
@@ -154,7 +151,7 @@ if queued:
         except LabError as exc:
             st.error(str(exc))
 if group in store.groups():
-    records = state.results(store, store.group(group)["keys"])
+    records = results(store, store.group(group)["keys"])
     if records:
         st.plotly_chart(curve_figure(curve, records), key=f"curve-{group}")
         st.dataframe(curve_table(curve, records))

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore import atlas
-from labcore import data as disciplines
+from labcore.door import catalogue
+from labcore.door.data import disciplines
+from labcore.door.jobs import atlas
+from labcore.door.runs import ACTIVE
 from labcore.errors import LabError
-from labcore.spec import BUDGETS
-from labcore.store import ACTIVE
 from pages import common, state
 
 common.through_router()
@@ -39,10 +39,11 @@ def _choice(key: str, default, options: list, many: bool = False):
 
 # ------------------------------------------------------------------------------------------ rows and columns
 protocols = {p.label: p for p in found_protocols}
-for name in state.protocols():
+for name in catalogue.protocols():
     protocols.setdefault(atlas.Protocol(name).label, atlas.Protocol(name))
 c1, c2 = st.columns(2)
-budget = c1.selectbox("Budget", list(BUDGETS), key=_choice("keep.atlas.budget", atlas.FILL_BUDGET, list(BUDGETS)))
+budgets = list(catalogue.spec_lib.BUDGETS)
+budget = c1.selectbox("Budget", budgets, key=_choice("keep.atlas.budget", atlas.FILL_BUDGET, budgets))
 protocol = protocols[c2.selectbox("Protocol", list(protocols), key=_choice("keep.atlas.protocol", "full",
                                                                            list(protocols)))]
 names = disciplines.names()
@@ -50,7 +51,7 @@ with st.expander("Rows (models) and columns (disciplines)", expanded=not found_m
     more = st.text_input("More models by name, comma separated (local:<folder>, tiny:bert, lab:<name>, a hub id)",
                          key="keep.atlas.more_models")
     named = [m.strip() for m in more.split(",") if m.strip()]
-    model_options = list(dict.fromkeys(found_models + list(state.backbones()) + named))
+    model_options = list(dict.fromkeys(found_models + list(catalogue.backbones()) + named))
     models = st.multiselect("Models", model_options,
                             key=_choice("keep.atlas.models", list(dict.fromkeys((found_models or ["minilm"]) + named)),
                                         model_options, many=True))

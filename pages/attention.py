@@ -12,13 +12,11 @@ import json
 import pandas as pd
 import streamlit as st
 
-from labcore import data as disciplines
-from labcore import figures, jobs
-from labcore.analysis import attention as attn
-from labcore.data.images import patches_image
+from labcore.door.data import discipline_info, disciplines, patches_image, render_example
+from labcore.door.jobs import RESULT_FILE, AttentionSpec, attn
+from labcore.door.runs import ACTIVE, FINISHED, STOPPED, key_of
+from labcore.door.views import figures
 from labcore.errors import LabError
-from labcore.jobs.attention import RESULT_FILE, AttentionSpec
-from labcore.store import ACTIVE, FINISHED, STOPPED
 from pages import common, state
 
 common.through_router()
@@ -36,7 +34,7 @@ if record is None:
 key = record["key"]
 spec = record["spec"]
 try:
-    info = state.discipline_info(spec["discipline"], spec.get("discipline_params"))
+    info = discipline_info(spec["discipline"], spec.get("discipline_params"))
 except LabError as exc:
     st.error(f"{exc}. This run's discipline is not available here, so its examples cannot be shown.")
     st.stop()
@@ -74,13 +72,13 @@ state.set_qp(split=split, index=str(index))
 row = dataset[split][index]
 with c2:
     st.markdown(f"**Label:** {disciplines.label_name(info, row['label'])}")
-    st.code(state.render_example(info, row), language="text")
+    st.code(render_example(info, row), language="text")
 
 # ------------------------------------------------------------------------------------------ the maps
 # An `attention` job of the executor computes them; its key is known before it is submitted, so a page
 # visit finds maps computed earlier (by anyone) without asking again.
 job_spec = AttentionSpec(run=key, split=split, index=index)
-job_key = jobs.key_of(job_spec)
+job_key = key_of(job_spec)
 job = store.get(job_key)
 path = None
 failure = ""

@@ -18,9 +18,9 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from labcore import compare, figures, metrics
+from labcore.door.runs import ACTIVE, STOPPED
+from labcore.door.views import figures, metrics, varying
 from labcore.errors import LabError
-from labcore.store import ACTIVE, STOPPED
 from pages import state
 
 PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function page of app.py)
@@ -226,7 +226,7 @@ def short_labels(store, keys: Sequence[str]) -> list[str]:
     records = [store.get(k) or {"spec": {}, "key": k} for k in keys]
     if len(records) < 2:
         return [r.get("label", r["key"][:8]) for r in records]
-    fields = compare.varying([r["spec"] for r in records], ignore=("discipline_params",))
+    fields = varying([r["spec"] for r in records], ignore=("discipline_params",))
     fields = sorted(fields, key=lambda f: (f == "seed", f))  # the seed last: "random · seed=1"
     return [figures.condition_label(r["spec"], fields) if fields else r.get("label", r["key"][:8]) for r in records]
 

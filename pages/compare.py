@@ -12,8 +12,8 @@ import math
 import pandas as pd
 import streamlit as st
 
-from labcore import figures
-from labcore.compare import alignment_table
+from labcore.door.runs import results
+from labcore.door.views import alignment_table, figures
 from labcore.errors import LabError
 from pages import common, state
 
@@ -74,7 +74,7 @@ state.set_qp(groups=chosen_groups or None, runs=[k[:12] for k in chosen_runs] or
 
 # Sets, not list scans: a group of 10,000 runs made each of these lines quadratic.
 keys = list(dict.fromkeys([k for group in chosen_groups for k in store.group(group)["keys"]] + chosen_runs))
-records = state.results(store, keys, every_run)  # the runs read above: none is read twice
+records = results(store, keys, every_run)  # the runs read above: none is read twice
 with_results = {r.key for r in records}
 waiting = [k for k in keys if k not in with_results]
 if waiting:

@@ -19,15 +19,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from labcore import assets, figures, metrics
-from labcore import data as disciplines
-from labcore.data import base as data_base
-from labcore.data import fields as upload_fields
-from labcore.data import upload as uploads
-from labcore.data.images import patches_image
+from labcore.door.data import (assets, corpora, data_base, disciplines, patches_image, render_example,
+                               upload_fields, uploads)
+from labcore.door.views import figures, fmt_duration, metrics
 from labcore.errors import LabError
-from labcore.fmt import fmt_duration
-from labcore.pretrain import corpora
 from pages import common, corpus_view, state
 
 common.through_router()
@@ -54,7 +49,7 @@ def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
     train = dataset["train"]
     picks = np.linspace(0, len(train) - 1, num=min(6, len(train)), dtype=int).tolist() if len(train) else []
     examples = [{"label": disciplines.label_name(info, train[i]["label"]),
-                 "shown": state.render_example(info, train[i]),
+                 "shown": render_example(info, train[i]),
                  "vectors": train[i].get("vectors")} for i in picks]
     groups = None
     if "group" in train.column_names:

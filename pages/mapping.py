@@ -15,9 +15,10 @@ import re
 import pandas as pd
 import streamlit as st
 
-from labcore import figures, mapping as mapping_lib
+from labcore.door.data import discipline_info, mapping_lib, run_mapping
+from labcore.door.runs import make_spec, result_of
+from labcore.door.views import figures
 from labcore.errors import LabError
-from labcore.spec import make_spec
 from pages import common, state
 
 common.through_router()
@@ -33,9 +34,9 @@ if record is None:
 spec = record["spec"]
 key = record["key"]
 try:
-    info = state.discipline_info(spec["discipline"], spec.get("discipline_params"))
+    info = discipline_info(spec["discipline"], spec.get("discipline_params"))
     vocab = mapping_lib.model_vocab(spec["model"])
-    current = state.run_mapping(store, record)
+    current = run_mapping(store, record)
 except LabError as exc:
     st.error(str(exc))
     st.stop()
@@ -196,7 +197,7 @@ if rerun:
                      title="Train loss (solid) and validation metric (dashed)")
     rows = []
     for role, k in zip(roles, [key, rerun]):
-        result = state.result_of(store, k)
+        result = result_of(store, k)
         status = (store.get(k) or {}).get("status")
         rows.append({"run": role, "status": status, "mapping": (store.get(k) or {}).get("label", ""),
                      f"test {result.metric if result else ''}": result.test_value if result else None,

@@ -13,15 +13,13 @@ from typing import Any
 
 import streamlit as st
 
-from labcore import data as disciplines
-from labcore import demos, metrics, speed, spec as spec_lib
-from labcore.data import upload as uploads
+from labcore.door import catalogue
+from labcore.door.catalogue import budget_device, defaults_family, known_positions, spec_lib, speed
+from labcore.door.data import discipline_info, disciplines, uploads
+from labcore.door.recipes import demos
+from labcore.door.runs import RunSpec, make_spec, resolve_spec, results, train_defaults
+from labcore.door.views import fmt_duration, metrics
 from labcore.errors import LabError
-from labcore.fmt import fmt_duration
-from labcore.models.backbones import known_positions
-from labcore.device import budget_device
-from labcore.spec import RunSpec, make_spec, train_defaults
-from labcore.resolve import resolve_spec
 from pages import common, state
 
 common.through_router()
@@ -44,9 +42,9 @@ def choose(label: str, key: str, options: list[Any], default: Any, *, fmt=None, 
 
 
 # --------------------------------------------------------------------------------------------- what
-backbones = state.backbones()
-inits = state.inits()
-protocols = state.protocols()
+backbones = catalogue.backbones()
+inits = catalogue.inits()
+protocols = catalogue.protocols()
 names = disciplines.names()
 
 external_model = state.qp_external("model")  # "use this model" on Pretrain links here with ?model=lab:<name>
@@ -65,7 +63,7 @@ with right:
     discipline = choose("Discipline", "exp.discipline", names, "dna-splice" if "dna-splice" in names else names[0],
                         fmt=lambda n: f"{n} — {disciplines.get(n).title}" if not n.startswith("upload:") else n)
     try:
-        info = state.discipline_info(discipline)
+        info = discipline_info(discipline)
         ok, why = disciplines.get(discipline).available()
         st.caption(f"{info.input_kind} → {info.output_kind}, metric {info.metric}. :material/description: "
                    f"{info.citation}")
@@ -151,7 +149,7 @@ folds = fold_choice(discipline)
 # ------------------------------------------------------------------------------------------ advanced
 device_kind = budget_device()  # the budget's values for where the workers train (standard: larger on a GPU)
 defaults = train_defaults(budget, protocol, device_kind)
-family = spec_lib._family(budget, protocol)
+family = defaults_family(budget, protocol)
 overrides: dict[str, Any] = {}
 with st.expander("Advanced: hyper-parameters, token mapping, model folder"):
     st.caption(f"Defaults of the {budget} budget for this protocol{' on a GPU' if device_kind == 'cuda' else ''}; "
@@ -281,7 +279,7 @@ def measured_speed(resolved: RunSpec, mean_tokens: float) -> speed.Speed | None:
     wanted = (resolved.model, resolved.protocol)
     keys = [r["key"] for r in store.runs(status="done")
             if (r.get("spec", {}).get("model"), r.get("spec", {}).get("protocol")) == wanted]
-    return speed.measured_speed(state.results(store, keys), resolved.model, resolved.protocol, resolved.discipline,
+    return speed.measured_speed(results(store, keys), resolved.model, resolved.protocol, resolved.discipline,
                                 mean_tokens=mean_tokens)
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore import jobs
+from labcore.door.catalogue import made_here_names
+from labcore.door.data import corpora
+from labcore.door.jobs import SIZES, PretrainSpec, resolve_pretrain
+from labcore.door.runs import FINISHED, key_of
 from labcore.errors import LabError
-from labcore.models import made_here_names
-from labcore.pretrain import corpora
-from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
-from labcore.store import FINISHED
 from pages import common, corpus_view, state
 
 common.through_router()
@@ -69,7 +68,7 @@ try:
 except LabError as exc:
     st.error(str(exc))
     st.stop()
-key = jobs.key_of(spec)
+key = key_of(spec)
 store = state.get_store()
 existing = store.get(key)
 st.caption(f"Spec {key}: {spec.label()}" + (f" · already {existing['status']} in the store" if existing else ""))

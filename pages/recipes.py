@@ -15,20 +15,17 @@ import math
 
 import streamlit as st
 
-from labcore.demos import PAPERS
+from labcore.door.recipes import (BUDGET_NOTES, BUDGETS, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN,
+                                  PAPERS, RECIPES, RULE, TUNING_TITLE, Plan, Recipe, advance, expected_of,
+                                  expected_sentence, headline_line, plan_for, progress, results_of,
+                                  secondary_line, seeds_words, summary_line, to_csv, to_html)
+from labcore.door.views import fmt_duration
 from labcore.errors import LabError
-from labcore.fmt import fmt_duration
-from labcore.recipes import BUDGETS, RECIPES
-from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
-from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
-from labcore.recipes.export import (RULE, TUNING_TITLE, headline_line, secondary_line, summary_line, to_csv,
-                                    to_html)
-from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
 from pages import common, state
 
 common.through_router()
 
-# How a verdict's word is coloured (the words themselves come from labcore.recipes.verdict only).
+# How a verdict's word is coloured (the words themselves are defined in labcore.recipes.verdict only).
 WORD_COLOURS = {HOLDS: "green", DOES_NOT_HOLD: "red", INCONCLUSIVE: "orange", OPEN: "blue", NOT_MEASURED: "gray"}
 SEED_CHOICES = list(range(10))
 

@@ -16,17 +16,11 @@ import json
 import pandas as pd
 import streamlit as st
 
-from labcore import figures
+from labcore.door.catalogue import has_stage
+from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, RunRecord, RunSpec, Selection, delete, disk_usage,
+                               plan_delete, stage_curves)
+from labcore.door.views import figures, fmt_age, fmt_duration, fmt_speed
 from labcore.errors import LabError
-from labcore.events import stage_curves
-from labcore.fmt import fmt_age, fmt_duration, fmt_speed
-from labcore.protocols import PROTOCOLS
-from labcore.record import RunRecord
-from labcore.spec import RunSpec
-from labcore.store import ACTIVE, STOPPED
-from labcore.store.delete import delete, plan_delete
-from labcore.store.selection import Selection
-from labcore.store.usage import COMMAND_LINE, disk_usage
 from pages import common, state
 
 common.through_router()
@@ -271,7 +265,7 @@ st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", s
           help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
 inits = {(store.get(k) or {}).get("spec", {}).get("init") for k in keys}
 colours = ": pretrained blue, random orange" if {"pretrained", "random"} <= inits else ""
-staged = [k for k in keys if PROTOCOLS[(store.get(k) or {}).get("spec", {}).get("protocol", "full")].stage]
+staged = [k for k in keys if has_stage((store.get(k) or {}).get("spec", {}).get("protocol", "full"))]
 if staged:  # a protocol that trains something before the loop (ORCA's alignment): its curve first
     def stage_view() -> None:
         cache = state.stream_cache()
