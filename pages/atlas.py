@@ -44,9 +44,9 @@ def axes(found_models: list[str], found_protocols):
                              key="keep.atlas.more_models")
         named = [m.strip() for m in more.split(",") if m.strip()]
         model_options = list(dict.fromkeys(found_models + list(catalogue.backbones()) + named))
+        wanted = list(dict.fromkeys((found_models or ["minilm"]) + named))
         models = st.multiselect("Models", model_options,
-                                key=_choice("keep.atlas.models", list(dict.fromkeys((found_models or ["minilm"]) + named)),
-                                            model_options, many=True))
+                                key=_choice("keep.atlas.models", wanted, model_options, many=True))
         columns = st.multiselect("Disciplines", names, key=_choice("keep.atlas.disciplines", names, names, many=True))
     return budget, protocol, models, columns
 
@@ -75,11 +75,11 @@ def grid_view(grid, protocol, budget) -> None:
     chosen = (st.session_state.get("keep.atlas.cell.model"), st.session_state.get("keep.atlas.cell.discipline"))
     st.plotly_chart(atlas.atlas_figure(grid, highlight=chosen), key="atlas-grid", on_select=_clicked,
                     selection_mode="points", config={"displaylogo": False})
-    st.caption(f"Blue: pretraining helps; red: it hurts ({protocol.label}, {budget} budget). In each cell the measured "
-               f"gain, the seeds pretrained/random and the LogME estimate (est). Grey: fewer than {atlas.MIN_SEEDS} seeds "
-               f"on a side, so no interval (light grey: no runs). Metrics differ between disciplines (accuracy, MCC, bit "
-               f"accuracy), so read colours within a column. Hover for the 95 % interval; click a cell to compare its "
-               f"runs.")
+    st.caption(f"Blue: pretraining helps; red: it hurts ({protocol.label}, {budget} budget). In each cell the "
+               f"measured gain, the seeds pretrained/random and the LogME estimate (est). Grey: fewer than "
+               f"{atlas.MIN_SEEDS} seeds on a side, so no interval (light grey: no runs). Metrics differ between "
+               f"disciplines (accuracy, MCC, bit accuracy), so read colours within a column. Hover for the 95 % "
+               f"interval; click a cell to compare its runs.")
 
 
 def estimates(store, executor, grid) -> None:
@@ -91,8 +91,8 @@ def estimates(store, executor, grid) -> None:
     e1, e2 = st.columns([1, 2])
     if e1.button(f"Estimate the whole grid ({len(to_go)} LogME job{'' if len(to_go) == 1 else 's'})",
                  key="btn.atlas.estimate", disabled=not to_go,
-                 help=f"LogME of the pretrained and the random body on {atlas.LOGME_EXAMPLES} training examples of each "
-                      f"cell's data: seconds a cell, no training."):
+                 help=f"LogME of the pretrained and the random body on {atlas.LOGME_EXAMPLES} training examples of "
+                      f"each cell's data: seconds a cell, no training."):
         try:
             executor.submit_group(atlas.LOGME_GROUP, to_go, priority="sweep")
             st.rerun()
@@ -123,15 +123,17 @@ def one_cell(executor, grid, protocol, budget) -> None:
         b1.page_link(common.PAGES["compare"], label=f"Compare these {len(cell.keys)} runs", icon=":material/bar_chart:",
                      query_params={"runs": ",".join(k[:12] for k in cell.keys)})
     missing = atlas.fill_specs(cell) if budget == atlas.FILL_BUDGET else []
-    why = ("" if budget == atlas.FILL_BUDGET else f"The atlas fills cells at the {atlas.FILL_BUDGET} budget only: pick it "
-           f"above to fill this cell.")
+    why = ("" if budget == atlas.FILL_BUDGET else f"The atlas fills cells at the {atlas.FILL_BUDGET} budget only: "
+           f"pick it above to fill this cell.")
     if b2.button(f"Fill this cell ({len(missing)} runs at the {atlas.FILL_BUDGET} budget)", key="btn.atlas.fill",
                  disabled=not missing, help=why or f"The pretrained and random runs this cell lacks, up to "
-                                                   f"{len(atlas.FILL_SEEDS)} seeds a side, with the settings it shows."):
+                                                   f"{len(atlas.FILL_SEEDS)} seeds a side, with the settings it "
+                                                   f"shows."):
         try:
             done = executor.submit_group(f"atlas:{model}:{discipline}:{protocol.label}", missing, priority="sweep")
             st.success(f"{sum(s.outcome in ('queued', 'requeued', 'resumed') for s in done)} run(s) queued for "
-                       f"{model} on {discipline}; the Runs page follows them live, the atlas counts them as they finish.")
+                       f"{model} on {discipline}; the Runs page follows them live, the atlas counts them as they "
+                       f"finish.")
         except LabError as exc:
             st.error(str(exc))
     elif why:
@@ -161,9 +163,9 @@ def watch(store) -> None:
 
 def main() -> None:
     st.title(":material/grid_view: Transfer atlas")
-    st.caption("Each cell: the test metric of a pretrained model minus that of the same architecture trained from a "
-               "random init, every other setting equal, from the runs in the store; beside it the LogME estimate of the "
-               "same gain from frozen features, which takes seconds instead of minutes.")
+    st.caption("Each cell: the test metric of a pretrained model minus that of the same architecture trained from "
+               "a random init, every other setting equal, from the runs in the store; beside it the LogME estimate of "
+               "the same gain from frozen features, which takes seconds instead of minutes.")
     store = state.get_store()
     executor = state.get_executor()
     records = atlas.finished_runs(store)

@@ -12,7 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
-from labcore.door.data import discipline_info, disciplines, patches_image, render_example
+from labcore.door.data import disciplines, patches_image, render_example, spec_info
 from labcore.door.jobs import RESULT_FILE, AttentionSpec, attn
 from labcore.door.runs import ACTIVE, FINISHED, STOPPED, key_of
 from labcore.door.views import figures
@@ -117,8 +117,8 @@ def maps_view(maps, info) -> None:
     layers, heads = maps.layers, maps.heads
     names = WEIGHT_NAMES
     st.markdown(f"**{maps.meta.get('model')}**, {layers} layers × {heads} heads, {len(maps.symbols)} positions · "
-                f"label **{maps.meta.get('label')}**, fine-tuned prediction **{maps.meta.get('prediction')}** · the run "
-                f"started from **{maps.meta.get('init')}** weights ({maps.meta.get('protocol')})")
+                f"label **{maps.meta.get('label')}**, fine-tuned prediction **{maps.meta.get('prediction')}** · the "
+                f"run started from **{maps.meta.get('init')}** weights ({maps.meta.get('protocol')})")
 
     tokens_table = pd.DataFrame({"position": range(len(maps.symbols)), "symbol": maps.symbols,
                                  "vocabulary token": maps.vocab_tokens})
@@ -184,15 +184,13 @@ def main() -> None:
                "random initialisation, and the run's fine-tuned weights (FPT §3.5 draws such maps for bit tasks; "
                "Kao & Lee §4.4.1 compare heads by matching them).")
     store = state.get_store()
-    record = common.pick_run(store, key="att.run", label="Finished run", statuses=FINISHED)
-    if record is None:
-        st.info("No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come "
-                "back when it is done.")
-        st.stop()
+    record = common.pick_run_or_stop(
+        store, "No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come back "
+        "when it is done.", key="att.run", label="Finished run", statuses=FINISHED)
     key = record["key"]
     spec = record["spec"]
     try:
-        info = discipline_info(spec["discipline"], spec.get("discipline_params"))
+        info = spec_info(spec)
     except LabError as exc:
         st.error(f"{exc}. This run's discipline is not available here, so its examples cannot be shown.")
         st.stop()

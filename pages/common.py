@@ -220,6 +220,15 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     return by_key[chosen]
 
 
+def pick_run_or_stop(store, empty: str, **options: Any) -> dict[str, Any]:
+    """:func:`pick_run`; where there is no run to pick, the page says ``empty`` and stops."""
+    record = pick_run(store, **options)
+    if record is None:
+        st.info(empty)
+        st.stop()
+    return record
+
+
 def short_labels(store, keys: Sequence[str]) -> list[str]:
     """Legend names for runs shown together: the spec fields that differ between them (``random · seed=1``);
     a run shown alone keeps its full label."""

@@ -15,7 +15,7 @@ import re
 import pandas as pd
 import streamlit as st
 
-from labcore.door.data import discipline_info, mapping_lib, run_mapping
+from labcore.door.data import mapping_lib, run_mapping, spec_info
 from labcore.door.runs import make_spec, result_of
 from labcore.door.views import figures
 from labcore.errors import LabError
@@ -208,16 +208,14 @@ def side_by_side(store, key: str, kind: str) -> None:
 def main() -> None:
     st.title(":material/swap_horiz: Token mapping")
     store = state.get_store()
-    record = common.pick_run(store, key="map.run", where=lambda r: r["spec"].get("input_adapter") == "vocab")
-    if record is None:
-        st.info("No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
-                "tokens through the model's vocabulary; bit and image runs feed vectors through a linear layer and "
-                "have no mapping.")
-        st.stop()
+    record = common.pick_run_or_stop(
+        store, "No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
+        "tokens through the model's vocabulary; bit and image runs feed vectors through a linear layer and have no "
+        "mapping.", key="map.run", where=lambda r: r["spec"].get("input_adapter") == "vocab")
     spec = record["spec"]
     key = record["key"]
     try:
-        info = discipline_info(spec["discipline"], spec.get("discipline_params"))
+        info = spec_info(spec)
         vocab = mapping_lib.model_vocab(spec["model"])
         current = run_mapping(store, record)
     except LabError as exc:

@@ -18,12 +18,17 @@ from labcore.pretrain import corpora
 from labcore.store import Store
 
 __all__ = ["assets", "corpora", "data_base", "discipline_info", "disciplines", "mapping_lib", "mapping_spec_of",
-           "patches_image", "render_example", "run_mapping", "upload_fields", "uploads"]
+           "patches_image", "render_example", "run_mapping", "spec_info", "upload_fields", "uploads"]
 
 
 def discipline_info(name: str, params: dict[str, Any] | None = None):
     discipline = disciplines.get(name)
     return discipline.info(disciplines.parse_params(discipline, dict(params or {})))
+
+
+def spec_info(spec: dict[str, Any]):
+    """The discipline a run's spec (as stored) trains on, with its parameters."""
+    return discipline_info(spec["discipline"], spec.get("discipline_params"))
 
 
 def render_example(info, row: dict[str, Any], limit: int = 200) -> str:
@@ -54,6 +59,6 @@ def run_mapping(store: Store, record: dict[str, Any]) -> TokenMapping | None:
             return TokenMapping.from_json(saved.read_text(encoding="utf-8"))
         except LabError:
             pass  # an older format: rebuild below
-    info = discipline_info(spec["discipline"], spec.get("discipline_params") or {})
+    info = spec_info(spec)
     alphabet = None if info.input_kind == "text" else info.alphabet
     return build_mapping(mapping_spec_of(spec), alphabet, model_vocab(spec["model"]))
