@@ -9,12 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore import assets, demos
+from labcore.door.data import assets
+from labcore.door.recipes import RECIPES, demos
+from labcore.door.runs import ACTIVE, FINISHED, resolve_spec, result_of
+from labcore.door.views import fmt_duration
 from labcore.errors import LabError
-from labcore.recipes import RECIPES
-from labcore.resolve import resolve_spec
-from labcore.store import ACTIVE, FINISHED
-from labcore.fmt import fmt_duration
 from pages import common, state
 
 st.set_page_config(page_title="Transfer Lab", page_icon=":material/biotech:", layout="wide")
@@ -134,7 +133,7 @@ def _demo_view(demo: demos.Demo) -> None:
         st.caption("The worker trains in the background: leave, reload or open a second tab; this view follows "
                    "the runs named in the address bar.")
         return
-    results = {k: state.result_of(store, k) for k in keys}
+    results = {k: result_of(store, k) for k in keys}
     pairs = demos.demo_records(demo, results, keys)
     if pairs:
         st.success("**What happened:** " + demos.summarize_demo([r for _, r in pairs], [role for role, _ in pairs]))

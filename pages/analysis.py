@@ -9,11 +9,12 @@ import json
 
 import streamlit as st
 
-from labcore import data as disciplines
-from labcore import figures
+from labcore.door.catalogue import backbones, known_layers
+from labcore.door.data import disciplines
+from labcore.door.jobs import ANALYSES, CURVES, SPEC_TYPES, ModelRef, curve_figure, curve_specs, curve_table
+from labcore.door.runs import ACTIVE, FINISHED, STOPPED, make_spec, results
+from labcore.door.views import figures
 from labcore.errors import LabError
-from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, ModelRef
-from labcore.store import ACTIVE, FINISHED, STOPPED
 from pages import common, state
 
 common.through_router()
@@ -29,17 +30,11 @@ DESCRIPTIONS = {
 }
 PAIRS = ("similarity", "heads")  # analyses of exactly two models
 
-st.title(":material/insights: Analysis")
-st.caption("Why does a text-pretrained body help on DNA? Representation similarity, attention heads, Jacobians, "
-           "gradients, noise and parameter statistics, for pretrained, random and fine-tuned weights side by side.")
-store = state.get_store()
-executor = state.get_executor()
 
-
-def model_options() -> dict[str, ModelRef]:
+def model_options(store) -> dict[str, ModelRef]:
     """Every model the page offers: each backbone pretrained and at three random seeds, and finished runs."""
     options: dict[str, ModelRef] = {}
-    for name in state.backbones():
+    for name in backbones():
         options[f"{name} · pretrained"] = ModelRef(model=name)
         for seed in range(3):
             options[f"{name} · random init, seed {seed}"] = ModelRef(model=name, init="random", seed=seed)
@@ -49,49 +44,56 @@ def model_options() -> dict[str, ModelRef]:
 
 
 # ----------------------------------------------------------------------------------------------------- form
-with st.form("analysis"):
-    kind = st.selectbox("Analysis", ANALYSES, format_func=lambda k: f"{k}: {DESCRIPTIONS[k]}", key="an.kind")
-    options = model_options()
-    labels = list(options)
-    defaults = [labels[0], labels[1]] if len(labels) > 1 else labels
-    chosen = st.multiselect("Models (two for similarity and heads)", labels, default=defaults, key="an.models")
-    c1, c2, c3 = st.columns(3)
-    names = disciplines.names()
-    discipline = c1.selectbox("Discipline", names, index=names.index("protein-malonylation")
-                              if "protein-malonylation" in names else 0, key="an.discipline")
-    split = c2.selectbox("Split", ["test", "validation", "train"], key="an.split")
-    examples = c3.number_input("Examples (0: the analysis's default)", min_value=0, max_value=4096, value=0,
-                               key="an.examples")
-    measure = st.radio("Similarity measure", ["pwcca", "cka"], horizontal=True, key="an.measure")
-    submitted = st.form_submit_button("Run analysis", type="primary")
+def analysis_form(store, executor) -> None:
+    """The form that asks for an analysis; a submitted one becomes the one shown (``?job=KEY``)."""
+    with st.form("analysis"):
+        kind = st.selectbox("Analysis", ANALYSES, format_func=lambda k: f"{k}: {DESCRIPTIONS[k]}", key="an.kind")
+        options = model_options(store)
+        labels = list(options)
+        defaults = [labels[0], labels[1]] if len(labels) > 1 else labels
+        chosen = st.multiselect("Models (two for similarity and heads)", labels, default=defaults, key="an.models")
+        c1, c2, c3 = st.columns(3)
+        names = disciplines.names()
+        discipline = c1.selectbox("Discipline", names, index=names.index("protein-malonylation")
+                                  if "protein-malonylation" in names else 0, key="an.discipline")
+        split = c2.selectbox("Split", ["test", "validation", "train"], key="an.split")
+        examples = c3.number_input("Examples (0: the analysis's default)", min_value=0, max_value=4096, value=0,
+                                   key="an.examples")
+        measure = st.radio("Similarity measure", ["pwcca", "cka"], horizontal=True, key="an.measure")
+        submitted = st.form_submit_button("Run analysis", type="primary")
 
-if submitted:
-    values = {"models": tuple(options[label] for label in chosen), "discipline": discipline, "split": split}
-    if examples:
-        values["examples"] = int(examples)
-    if kind == "similarity":
-        values["measure"] = measure
-    try:
-        submission = executor.submit(SPEC_TYPES[kind](**values), priority="interactive")
-        state.set_qp(job=submission.key)
-    except LabError as exc:
-        st.error(str(exc))
+    if submitted:
+        values = {"models": tuple(options[label] for label in chosen), "discipline": discipline, "split": split}
+        if examples:
+            values["examples"] = int(examples)
+        if kind == "similarity":
+            values["measure"] = measure
+        try:
+            submission = executor.submit(SPEC_TYPES[kind](**values), priority="interactive")
+            state.set_qp(job=submission.key)
+        except LabError as exc:
+            st.error(str(exc))
+
 
 # --------------------------------------------------------------------------------------------------- result
-analysis_keys = [r["key"] for r in store.jobs() if r.get("kind") in ANALYSES][::-1]
-shown = state.qp("job") or (analysis_keys[0] if analysis_keys else None)
-if shown is None:
-    st.info("No analysis yet: pick one above and press **Run analysis**. With the tiny defaults each takes "
-            "seconds to a couple of minutes on this machine.")
-    st.stop()
-with st.expander(f"Earlier analyses ({len(analysis_keys)})"):
-    for key in analysis_keys[:30]:
-        record = store.get(key) or {}
-        st.markdown(f"[{record.get('label', key)}](?job={key}) · {common.status_label(record)}")
+def results_section(store) -> None:
+    """The analysis named in the address (else the newest) and the list of earlier ones."""
+    analysis_keys = [r["key"] for r in store.jobs() if r.get("kind") in ANALYSES][::-1]
+    shown = state.qp("job") or (analysis_keys[0] if analysis_keys else None)
+    if shown is None:
+        st.info("No analysis yet: pick one above and press **Run analysis**. With the tiny defaults each takes "
+                "seconds to a couple of minutes on this machine.")
+        st.stop()
+    with st.expander(f"Earlier analyses ({len(analysis_keys)})"):
+        for key in analysis_keys[:30]:
+            record = store.get(key) or {}
+            st.markdown(f"[{record.get('label', key)}](?job={key}) · {common.status_label(record)}")
+
+    result_view(store, shown)
 
 
 @st.fragment(run_every=common.REFRESH.live_runs_s)
-def result_view() -> None:
+def result_view(store, shown: str) -> None:
     record = store.get(shown)
     if record is None:
         st.error(f"There is no analysis {shown!r} in the store; pick one from the list above.")
@@ -119,44 +121,52 @@ def result_view() -> None:
                    f"({result['rows']} rows{', pooled' if result.get('pooled') else ', every position'}).")
 
 
-result_view()
-
-
 # ------------------------------------------------------------------------------------------ layer curves
-st.divider()
-st.subheader("Layer curves")
-st.caption("What each layer contributes, measured by training: probing every layer, re-initialising the "
-           "layers after k, a block of layers, or shuffling their order (Tamkin et al.), each point over "
-           "seeds, beside the full fine-tune of the pretrained model and of a random init. Every point is a "
-           "real run at the quick budget.")
-from labcore.analysis.curves import CURVES, curve_figure, curve_specs, curve_table  # noqa: E402
-from labcore.models import known_layers  # noqa: E402
-from labcore.spec import make_spec  # noqa: E402
+def layer_curves(store, executor) -> None:
+    st.divider()
+    st.subheader("Layer curves")
+    st.caption("What each layer contributes, measured by training: probing every layer, re-initialising the "
+               "layers after k, a block of layers, or shuffling their order (Tamkin et al.), each point over "
+               "seeds, beside the full fine-tune of the pretrained model and of a random init. Every point is a "
+               "real run at the quick budget.")
+    with st.form("curve"):
+        c1, c2, c3 = st.columns(3)
+        curve = c1.selectbox("Curve", list(CURVES), format_func=lambda c: CURVES[c].title, key="an.curve")
+        model = c2.selectbox("Model", list(backbones()), key="an.curve.model")
+        curve_discipline = c3.selectbox("Discipline", disciplines.names(), key="an.curve.discipline")
+        seeds = st.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="an.curve.seeds")
+        queued = st.form_submit_button("Queue the curve's runs")
+    layers = known_layers(model)
+    group = f"curve:{curve}:{model}:{curve_discipline}"
+    if queued:
+        if layers is None:
+            st.error(f"{model}'s configuration is not on this machine yet, so its layers are unknown: run any "
+                     f"experiment with it once (that fetches it), then queue the curve.")
+        else:
+            try:
+                specs = curve_specs(curve, make_spec(model=model, discipline=curve_discipline), layers, seeds or [0])
+                executor.submit_group(group, specs, priority="sweep")
+                st.success(f"{len(specs)} runs queued as the group {group!r} (finished ones come from the store).")
+            except LabError as exc:
+                st.error(str(exc))
+    if group in store.groups():
+        records = results(store, store.group(group)["keys"])
+        if records:
+            st.plotly_chart(curve_figure(curve, records), key=f"curve-{group}")
+            st.dataframe(curve_table(curve, records))
+        st.caption(f"{len(records)} of {len(store.group(group)['keys'])} runs of {group!r} have a result; the "
+                   f"Runs page follows them live.")
 
-with st.form("curve"):
-    c1, c2, c3 = st.columns(3)
-    curve = c1.selectbox("Curve", list(CURVES), format_func=lambda c: CURVES[c].title, key="an.curve")
-    model = c2.selectbox("Model", list(state.backbones()), key="an.curve.model")
-    curve_discipline = c3.selectbox("Discipline", names, key="an.curve.discipline")
-    seeds = st.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="an.curve.seeds")
-    queued = st.form_submit_button("Queue the curve's runs")
-layers = known_layers(model)
-group = f"curve:{curve}:{model}:{curve_discipline}"
-if queued:
-    if layers is None:
-        st.error(f"{model}'s configuration is not on this machine yet, so its layers are unknown: run any "
-                 f"experiment with it once (that fetches it), then queue the curve.")
-    else:
-        try:
-            specs = curve_specs(curve, make_spec(model=model, discipline=curve_discipline), layers, seeds or [0])
-            executor.submit_group(group, specs, priority="sweep")
-            st.success(f"{len(specs)} runs queued as the group {group!r} (finished ones come from the store).")
-        except LabError as exc:
-            st.error(str(exc))
-if group in store.groups():
-    records = state.results(store, store.group(group)["keys"])
-    if records:
-        st.plotly_chart(curve_figure(curve, records), key=f"curve-{group}")
-        st.dataframe(curve_table(curve, records))
-    st.caption(f"{len(records)} of {len(store.group(group)['keys'])} runs of {group!r} have a result; the "
-               f"Runs page follows them live.")
+
+def main() -> None:
+    st.title(":material/insights: Analysis")
+    st.caption("Why does a text-pretrained body help on DNA? Representation similarity, attention heads, Jacobians, "
+               "gradients, noise and parameter statistics, for pretrained, random and fine-tuned weights side by side.")
+    store = state.get_store()
+    executor = state.get_executor()
+    analysis_form(store, executor)
+    results_section(store)
+    layer_curves(store, executor)
+
+
+main()

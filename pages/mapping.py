@@ -15,38 +15,13 @@ import re
 import pandas as pd
 import streamlit as st
 
-from labcore import figures, mapping as mapping_lib
+from labcore.door.data import mapping_lib, run_mapping, spec_info
+from labcore.door.runs import make_spec, result_of
+from labcore.door.views import figures
 from labcore.errors import LabError
-from labcore.spec import make_spec
 from pages import common, state
 
 common.through_router()
-
-st.title(":material/swap_horiz: Token mapping")
-store = state.get_store()
-record = common.pick_run(store, key="map.run", where=lambda r: r["spec"].get("input_adapter") == "vocab")
-if record is None:
-    st.info("No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
-            "tokens through the model's vocabulary; bit and image runs feed vectors through a linear layer and "
-            "have no mapping.")
-    st.stop()
-spec = record["spec"]
-key = record["key"]
-try:
-    info = state.discipline_info(spec["discipline"], spec.get("discipline_params"))
-    vocab = mapping_lib.model_vocab(spec["model"])
-    current = state.run_mapping(store, record)
-except LabError as exc:
-    st.error(str(exc))
-    st.stop()
-is_text = info.input_kind == "text"
-
-# ------------------------------------------------------------------------------------------ the mapping
-kind = spec["mapping"]
-detail = {"shift": f" k = {spec.get('mapping_k')}", "random": f" seed {spec.get('mapping_seed')}"}.get(kind, "")
-st.markdown(f"**{record.get('label')}** feeds {'its text' if is_text else f'{len(info.alphabet)} symbols'} into "
-            f"**{spec['model']}**'s vocabulary of {vocab.size:,} tokens with the **{kind}**{detail} mapping.")
-st.caption(mapping_lib.describe_kind(kind))
 
 
 # Words a review is made of: what a text mapping shows before anything is searched for.
@@ -66,31 +41,32 @@ def _table(mapping, text_filter: str = "", limit: int = 400) -> pd.DataFrame:
     return figures.mapping_table(rows[:limit])
 
 
-text_filter = ""
-if is_text:
-    text_filter = st.text_input("Find tokens (the text's tokens as the tokenizer writes them)", key="keep.map.find",
-                                placeholder="e.g. good")
-    st.caption("Text is tokenised by the model's own tokenizer; the mapping then replaces every token id. Special "
-               "tokens ([CLS], [SEP], [PAD]) always keep their ids. Shown: a few common words, or up to 400 tokens "
-               "that contain what you type.")
-current_table = _table(current, text_filter)
-st.dataframe(current_table, hide_index=True, height=min(420, 38 + 35 * len(current_table)),
-             column_config={"symbol": "symbol (the data's own)" if not is_text else "token of the text",
-                            "id": st.column_config.NumberColumn("vocabulary id", format="%d"),
-                            "token": "fed to the model as"})
+# ------------------------------------------------------------------------------------------ the mapping
+def current_view(record, info, vocab, current, is_text: bool) -> tuple[pd.DataFrame, str]:
+    """The run's own mapping as a table; returns the table and the text filter typed (text mappings)."""
+    spec = record["spec"]
+    kind = spec["mapping"]
+    detail = {"shift": f" k = {spec.get('mapping_k')}", "random": f" seed {spec.get('mapping_seed')}"}.get(kind, "")
+    st.markdown(f"**{record.get('label')}** feeds {'its text' if is_text else f'{len(info.alphabet)} symbols'} into "
+                f"**{spec['model']}**'s vocabulary of {vocab.size:,} tokens with the **{kind}**{detail} mapping.")
+    st.caption(mapping_lib.describe_kind(kind))
 
-# ------------------------------------------------------------------------------------------------ edit
-st.subheader("Change it")
-kinds = ["shift", "random", "identity"] if is_text else ["random", "shift", "unused", "letters", "table"]
-titles = {"shift": "shift by k", "random": "a new random seed", "unused": "the [unused] tokens",
-          "letters": "the letters themselves", "identity": "the original tokens", "table": "hand edit"}
-kind_widget = state.remember("map.kind", kinds[0], kinds)
-new_kind = state.keep("map.kind", st.radio("New mapping", kinds, key=kind_widget, horizontal=True,
-                                              format_func=titles.get))
-st.caption(mapping_lib.describe_kind(new_kind))
+    text_filter = ""
+    if is_text:
+        text_filter = st.text_input("Find tokens (the text's tokens as the tokenizer writes them)", key="keep.map.find",
+                                    placeholder="e.g. good")
+        st.caption("Text is tokenised by the model's own tokenizer; the mapping then replaces every token id. Special "
+                   "tokens ([CLS], [SEP], [PAD]) always keep their ids. Shown: a few common words, or up to 400 tokens "
+                   "that contain what you type.")
+    current_table = _table(current, text_filter)
+    st.dataframe(current_table, hide_index=True, height=min(420, 38 + 35 * len(current_table)),
+                 column_config={"symbol": "symbol (the data's own)" if not is_text else "token of the text",
+                                "id": st.column_config.NumberColumn("vocabulary id", format="%d"),
+                                "token": "fed to the model as"})
+    return current_table, text_filter
 
 
-def _parse_table(text: str) -> tuple[tuple[tuple[str, int], ...], list[str]]:
+def _parse_table(text: str, alphabet) -> tuple[tuple[tuple[str, int], ...], list[str]]:
     """Rows "symbol id" (or symbol:id, symbol,id), one a line; problems name the line and the fix."""
     rows, problems = [], []
     for number, line in enumerate(text.splitlines(), 1):
@@ -100,109 +76,156 @@ def _parse_table(text: str) -> tuple[tuple[tuple[str, int], ...], list[str]]:
         match = re.fullmatch(r"(\S+?)\s*[\s:,]\s*(-?\d+)", line)
         if match is None:
             problems.append(f"line {number}: {line!r} is not a symbol and an id; write one row a line, like "
-                            f"'{(info.alphabet or ('the',))[0]} 1037'")
+                            f"'{(alphabet or ('the',))[0]} 1037'")
             continue
         rows.append((match.group(1), int(match.group(2))))
     return tuple(rows), problems
 
 
-mspec = None
-problems: list[str] = []
-if new_kind == "shift":
-    k = int(st.number_input("k (Kao & Lee use 1000)", value=int(spec.get("mapping_k") or 1000) if kind == "shift"
-                            else 1000, step=1, key=f"keep.map.k.{key}"))
-    mspec = mapping_lib.MappingSpec("shift", k=k)
-elif new_kind == "random":
-    seed = int(st.number_input("Mapping seed", min_value=0, step=1, key=f"keep.map.seed.{key}",
-                               value=int(spec.get("mapping_seed") or 0) + 1 if kind == "random" else 1))
-    mspec = mapping_lib.MappingSpec("random", seed=seed)
-elif new_kind == "table":
-    table_key = f"keep.map.table.{key}"
-    if table_key not in st.session_state:
-        st.session_state[table_key] = "\n".join(f"{s} {i}" for s, i, _ in current.rows())
-    with st.form(f"row-edit-{key}", border=True):
-        st.caption("Change one row: pick a symbol and the vocabulary id it should be fed as.")
-        c1, c2, c3 = st.columns([1, 1, 1])
-        symbol = c1.selectbox("Symbol", list(info.alphabet), key=f"w:map.row.symbol.{key}")
-        new_id = int(c2.number_input("New id", min_value=0, max_value=vocab.size - 1, step=1,
-                                     key=f"w:map.row.id.{key}"))
-        c3.caption(f"id {new_id} is **{vocab.tokens[new_id] or '(unnamed)'}**")
-        if st.form_submit_button("Apply to the table"):
-            lines = st.session_state[table_key].splitlines()
-            edited, seen = [], False
-            for line in lines:
-                parsed, _ = _parse_table(line)
-                if parsed and parsed[0][0] == symbol:
+# ------------------------------------------------------------------------------------------------ edit
+def new_mapping(record, info, vocab, current, is_text: bool):
+    """The rule (or hand-edited table) of the new mapping: its MappingSpec (None while there is none) and the
+    problems that keep it from being used."""
+    spec, key, kind = record["spec"], record["key"], record["spec"]["mapping"]
+    st.subheader("Change it")
+    kinds = ["shift", "random", "identity"] if is_text else ["random", "shift", "unused", "letters", "table"]
+    titles = {"shift": "shift by k", "random": "a new random seed", "unused": "the [unused] tokens",
+              "letters": "the letters themselves", "identity": "the original tokens", "table": "hand edit"}
+    kind_widget = state.remember("map.kind", kinds[0], kinds)
+    new_kind = state.keep("map.kind", st.radio("New mapping", kinds, key=kind_widget, horizontal=True,
+                                                  format_func=titles.get))
+    st.caption(mapping_lib.describe_kind(new_kind))
+
+    mspec = None
+    problems: list[str] = []
+    if new_kind == "shift":
+        k = int(st.number_input("k (Kao & Lee use 1000)", value=int(spec.get("mapping_k") or 1000) if kind == "shift"
+                                else 1000, step=1, key=f"keep.map.k.{key}"))
+        mspec = mapping_lib.MappingSpec("shift", k=k)
+    elif new_kind == "random":
+        seed = int(st.number_input("Mapping seed", min_value=0, step=1, key=f"keep.map.seed.{key}",
+                                   value=int(spec.get("mapping_seed") or 0) + 1 if kind == "random" else 1))
+        mspec = mapping_lib.MappingSpec("random", seed=seed)
+    elif new_kind == "table":
+        table_key = f"keep.map.table.{key}"
+        if table_key not in st.session_state:
+            st.session_state[table_key] = "\n".join(f"{s} {i}" for s, i, _ in current.rows())
+        with st.form(f"row-edit-{key}", border=True):
+            st.caption("Change one row: pick a symbol and the vocabulary id it should be fed as.")
+            c1, c2, c3 = st.columns([1, 1, 1])
+            symbol = c1.selectbox("Symbol", list(info.alphabet), key=f"w:map.row.symbol.{key}")
+            new_id = int(c2.number_input("New id", min_value=0, max_value=vocab.size - 1, step=1,
+                                         key=f"w:map.row.id.{key}"))
+            c3.caption(f"id {new_id} is **{vocab.tokens[new_id] or '(unnamed)'}**")
+            if st.form_submit_button("Apply to the table"):
+                lines = st.session_state[table_key].splitlines()
+                edited, seen = [], False
+                for line in lines:
+                    parsed, _ = _parse_table(line, info.alphabet)
+                    if parsed and parsed[0][0] == symbol:
+                        edited.append(f"{symbol} {new_id}")
+                        seen = True
+                    else:
+                        edited.append(line)
+                if not seen:
                     edited.append(f"{symbol} {new_id}")
-                    seen = True
-                else:
-                    edited.append(line)
-            if not seen:
-                edited.append(f"{symbol} {new_id}")
-            st.session_state[table_key] = "\n".join(edited)
-    text = st.text_area("The table: one 'symbol id' a line", key=table_key, height=220)
-    rows, problems = _parse_table(text)
-    if rows and not problems:
+                st.session_state[table_key] = "\n".join(edited)
+        text = st.text_area("The table: one 'symbol id' a line", key=table_key, height=220)
+        rows, problems = _parse_table(text, info.alphabet)
+        if rows and not problems:
+            try:
+                mspec = mapping_lib.MappingSpec("table", table=rows)
+            except LabError as exc:
+                problems.append(str(exc))
+    else:
+        mspec = mapping_lib.MappingSpec(new_kind)
+    return mspec, problems
+
+
+def rerun_button(record, info, vocab, is_text: bool, mspec, problems: list[str], current_table, text_filter: str):
+    """What the new mapping changes, and the button that reruns the same spec with it."""
+    spec, key = record["spec"], record["key"]
+    proposed = None
+    if mspec is not None and not problems:
         try:
-            mspec = mapping_lib.MappingSpec("table", table=rows)
+            proposed = mapping_lib.build_mapping(mspec, None if is_text else info.alphabet, vocab,
+                                                 special_fix=mapping_lib.RUN_SPECIAL_FIX)
         except LabError as exc:
             problems.append(str(exc))
-else:
-    mspec = mapping_lib.MappingSpec(new_kind)
+    for problem in problems:
+        st.error(f"This mapping cannot be used: {problem}")
 
-proposed = None
-if mspec is not None and not problems:
-    try:
-        proposed = mapping_lib.build_mapping(mspec, None if is_text else info.alphabet, vocab,
-                                             special_fix=mapping_lib.RUN_SPECIAL_FIX)
-    except LabError as exc:
-        problems.append(str(exc))
-for problem in problems:
-    st.error(f"This mapping cannot be used: {problem}")
-
-if proposed is not None:
-    new_table = _table(proposed, text_filter)
-    changed = figures.mapping_diff(current_table, new_table)
-    if changed.empty:
-        st.info("This is the run's own mapping: rerunning it returns the stored result.")
-    else:
-        st.markdown(f"**{len(changed)} row(s) change** (of those shown):")
-        st.dataframe(changed, hide_index=True, height=min(320, 38 + 35 * len(changed)))
-    values = dict(spec, mapping=mspec.kind, mapping_k=mspec.k, mapping_seed=mspec.seed,
-                  mapping_table=[list(r) for r in mspec.table])
-    if st.button("▶ Rerun with this mapping", type="primary", key="btn.map.rerun"):
-        try:
-            submission = state.get_executor().submit(make_spec(**values), priority="interactive")
-        except LabError as exc:
-            st.error(str(exc))
+    if proposed is not None:
+        new_table = _table(proposed, text_filter)
+        changed = figures.mapping_diff(current_table, new_table)
+        if changed.empty:
+            st.info("This is the run's own mapping: rerunning it returns the stored result.")
         else:
-            st.session_state["map.outcome"] = submission.outcome
-            state.set_qp(run=key, rerun=submission.key)
-            st.rerun()
+            st.markdown(f"**{len(changed)} row(s) change** (of those shown):")
+            st.dataframe(changed, hide_index=True, height=min(320, 38 + 35 * len(changed)))
+        values = dict(spec, mapping=mspec.kind, mapping_k=mspec.k, mapping_seed=mspec.seed,
+                      mapping_table=[list(r) for r in mspec.table])
+        if st.button("▶ Rerun with this mapping", type="primary", key="btn.map.rerun"):
+            try:
+                submission = state.get_executor().submit(make_spec(**values), priority="interactive")
+            except LabError as exc:
+                st.error(str(exc))
+            else:
+                st.session_state["map.outcome"] = submission.outcome
+                state.set_qp(run=key, rerun=submission.key)
+                st.rerun()
+
 
 # -------------------------------------------------------------------------------------- side by side
-rerun = state.qp("rerun")
-if rerun:
-    other = store.get(rerun)
-    if other is None:
-        st.warning(f"The rerun {rerun[:8]} is not in this store; pick a mapping and rerun again.")
+def side_by_side(store, key: str, kind: str) -> None:
+    rerun = state.qp("rerun")
+    if rerun:
+        other = store.get(rerun)
+        if other is None:
+            st.warning(f"The rerun {rerun[:8]} is not in this store; pick a mapping and rerun again.")
+            st.stop()
+        outcome = st.session_state.pop("map.outcome", None)
+        if outcome == "cached" or rerun == key:
+            st.success("Same spec as a run that already finished: the result came from the store, nothing retrained.")
+        st.subheader("Before and after")
+        roles = [f"{kind} mapping (original)", f"{other['spec']['mapping']} mapping (rerun)"]
+        common.live_runs(store, [key, rerun], roles, fragment_key="map-live",
+                         title="Train loss (solid) and validation metric (dashed)")
+        rows = []
+        for role, k in zip(roles, [key, rerun]):
+            result = result_of(store, k)
+            status = (store.get(k) or {}).get("status")
+            rows.append({"run": role, "status": status, "mapping": (store.get(k) or {}).get("label", ""),
+                         f"test {result.metric if result else ''}": result.test_value if result else None,
+                         "best validation step": result.best_step if result else None,
+                         "steps to converge": result.steps_to_converge if result else None,
+                         "majority class": result.baseline.get("majority") if result else None})
+        st.dataframe(pd.DataFrame(rows), hide_index=True)
+        st.page_link(common.PAGES["compare"], label="Compare the two runs", icon=":material/bar_chart:",
+                     query_params={"runs": f"{key[:12]},{rerun[:12]}"})
+
+
+def main() -> None:
+    st.title(":material/swap_horiz: Token mapping")
+    store = state.get_store()
+    record = common.pick_run_or_stop(
+        store, "No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
+        "tokens through the model's vocabulary; bit and image runs feed vectors through a linear layer and have no "
+        "mapping.", key="map.run", where=lambda r: r["spec"].get("input_adapter") == "vocab")
+    spec = record["spec"]
+    key = record["key"]
+    try:
+        info = spec_info(spec)
+        vocab = mapping_lib.model_vocab(spec["model"])
+        current = run_mapping(store, record)
+    except LabError as exc:
+        st.error(str(exc))
         st.stop()
-    outcome = st.session_state.pop("map.outcome", None)
-    if outcome == "cached" or rerun == key:
-        st.success("Same spec as a run that already finished: the result came from the store, nothing retrained.")
-    st.subheader("Before and after")
-    roles = [f"{kind} mapping (original)", f"{other['spec']['mapping']} mapping (rerun)"]
-    common.live_runs(store, [key, rerun], roles, fragment_key="map-live",
-                     title="Train loss (solid) and validation metric (dashed)")
-    rows = []
-    for role, k in zip(roles, [key, rerun]):
-        result = state.result_of(store, k)
-        status = (store.get(k) or {}).get("status")
-        rows.append({"run": role, "status": status, "mapping": (store.get(k) or {}).get("label", ""),
-                     f"test {result.metric if result else ''}": result.test_value if result else None,
-                     "best validation step": result.best_step if result else None,
-                     "steps to converge": result.steps_to_converge if result else None,
-                     "majority class": result.baseline.get("majority") if result else None})
-    st.dataframe(pd.DataFrame(rows), hide_index=True)
-    st.page_link(common.PAGES["compare"], label="Compare the two runs", icon=":material/bar_chart:",
-                 query_params={"runs": f"{key[:12]},{rerun[:12]}"})
+    is_text = info.input_kind == "text"
+    current_table, text_filter = current_view(record, info, vocab, current, is_text)
+    mspec, problems = new_mapping(record, info, vocab, current, is_text)
+    rerun_button(record, info, vocab, is_text, mspec, problems, current_table, text_filter)
+    side_by_side(store, key, spec["mapping"])
+
+
+main()

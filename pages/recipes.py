@@ -15,31 +15,19 @@ import math
 
 import streamlit as st
 
-from labcore.demos import PAPERS
+from labcore.door.recipes import (BUDGET_NOTES, BUDGETS, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN,
+                                  PAPERS, RECIPES, RULE, TUNING_TITLE, Plan, Recipe, advance, expected_of,
+                                  expected_sentence, headline_line, plan_for, progress, results_of,
+                                  secondary_line, seeds_words, summary_line, to_csv, to_html)
+from labcore.door.views import fmt_duration
 from labcore.errors import LabError
-from labcore.fmt import fmt_duration
-from labcore.recipes import BUDGETS, RECIPES
-from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
-from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
-from labcore.recipes.export import (RULE, TUNING_TITLE, headline_line, secondary_line, summary_line, to_csv,
-                                    to_html)
-from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
 from pages import common, state
 
 common.through_router()
 
-# How a verdict's word is coloured (the words themselves come from labcore.recipes.verdict only).
+# How a verdict's word is coloured (the words themselves are defined in labcore.recipes.verdict only).
 WORD_COLOURS = {HOLDS: "green", DOES_NOT_HOLD: "red", INCONCLUSIVE: "orange", OPEN: "blue", NOT_MEASURED: "gray"}
 SEED_CHOICES = list(range(10))
-
-st.title(":material/menu_book: Recipes")
-st.caption("Each paper's headline experiment as one plan of real runs on this machine, and a report that says, "
-           "claim by claim, whether the claim holds here, with the numbers that decide it beside the paper's own.")
-
-names = RECIPES.names()
-if not names:
-    st.info("No recipe is registered (labcore/recipes/__init__.py lists them).")
-    st.stop()
 
 
 def _title(name: str) -> str:
@@ -47,74 +35,64 @@ def _title(name: str) -> str:
 
 
 # ------------------------------------------------------------------------------------------- choose
-widget = state.remember("rec.recipe", names[0], names)
-wanted = state.qp_external("recipe")
-if wanted in names:
-    st.session_state[widget] = wanted
-elif wanted:
-    st.error(f"There is no recipe {wanted!r}; the recipes are {', '.join(names)}.")
-name = state.keep("rec.recipe", st.radio("Recipe", names, key=widget, format_func=_title))
-recipe: Recipe = RECIPES[name]
+def choose_recipe(names: list[str]) -> tuple[str, Recipe]:
+    widget = state.remember("rec.recipe", names[0], names)
+    wanted = state.qp_external("recipe")
+    if wanted in names:
+        st.session_state[widget] = wanted
+    elif wanted:
+        st.error(f"There is no recipe {wanted!r}; the recipes are {', '.join(names)}.")
+    name = state.keep("rec.recipe", st.radio("Recipe", names, key=widget, format_func=_title))
+    return name, RECIPES[name]
 
-about, choices = st.columns([3, 2], gap="large")
-with choices:
-    budget_widget = state.remember("rec.budget", "quick", list(BUDGETS))
-    wanted_budget = state.qp_external("budget")
-    if wanted_budget in BUDGETS:
-        st.session_state[budget_widget] = wanted_budget
-    budget = state.keep("rec.budget", st.radio("Budget", list(BUDGETS), key=budget_widget, horizontal=True))
-    st.caption(BUDGET_NOTES[budget])
-    seeds_key = f"rec.seeds.{name}.{budget}"  # each recipe and budget keeps its own seeds
-    seeds_widget = state.remember(seeds_key, list(recipe.default_seeds[budget]))
-    rule_widget = state.remember("rec.sequential", True)
-    wanted_seeds = state.qp_external("seeds")
-    if wanted_seeds == "sequential":
-        st.session_state[rule_widget] = True
-    elif wanted_seeds:
-        try:
-            st.session_state[seeds_widget] = [int(s) for s in wanted_seeds.split(",") if s.strip()]
-            st.session_state[rule_widget] = False
-        except ValueError:
-            st.error(f"seeds={wanted_seeds!r} in the address is not a list of whole numbers like 0,1,2.")
-    sequential = state.keep("rec.sequential", st.toggle(
-        "Seeds as the sequential rule needs them", key=rule_widget,
-        help="3 seeds first; where a claim is still open after them, 5, then 8, for the runs that claim reads "
-             "only. Off: exactly the seeds below."))
-    seeds = sorted(state.keep(seeds_key, st.multiselect(
-        "Seeds", SEED_CHOICES + [s for s in st.session_state[seeds_widget] if s not in SEED_CHOICES],
-        key=seeds_widget, disabled=sequential,
-        help="Each seed repeats every condition (its data order, token mapping and head initialisation); the "
-             "verdicts pair the conditions by seed.")))
-    cap_widget = state.remember("rec.cap", 0)
-    cap_minutes = state.keep("rec.cap", st.number_input(
-        "Cap (minutes of run time, 0: none)", min_value=0, step=15, key=cap_widget, disabled=not sequential,
-        help="The rule starts no further look that would take the whole recipe past this much run time; the "
-             "claims still open then read inconclusive."))
-state.set_qp(recipe=name, budget=budget, seeds="sequential" if sequential else [str(s) for s in seeds])
-if not sequential and not seeds:
-    st.warning("Pick at least three seeds (a claim's first look needs three pairs), or let the rule choose.")
-    st.stop()
-if not sequential and len(seeds) < 3:
-    choices.caption(":material/info: With fewer than three seeds no claim gets a look: every verdict will read "
-                    "inconclusive.")
-store = state.get_store()
-try:
-    plan = plan_for(recipe, budget, None if sequential else seeds, store,
-                    cap_s=cap_minutes * 60 if cap_minutes else math.inf)
-except LabError as exc:
-    st.error(str(exc))
-    st.stop()
-results = results_of(plan, store)
-finished = sum(1 for r in results.values() if r is not None)
 
-with about:
-    st.markdown(f"**Paper:** {PAPERS.get(recipe.paper, recipe.paper)}")
-    st.markdown("**Claims tested**\n\n" + "\n".join(
-        f"- {'' if c.headline else '*the lab’s question:* '}{c.text} *({c.section}"
-        + (f"; the paper: {c.paper}" if c.paper else "") + ")*" for c in recipe.claims))
-    if plan.cuts:
-        with st.expander(f"What the {budget} budget leaves out of the paper's experiment ({len(plan.cuts)})"):
-            st.markdown("\n".join(f"- {c}" for c in plan.cuts))
+def settings(choices, name: str, recipe: Recipe) -> tuple[str, bool, list[int], int]:
+    """The budget, the seeds (or the sequential rule) and its cap: ``(budget, sequential, seeds, cap_minutes)``."""
+    with choices:
+        budget_widget = state.remember("rec.budget", "quick", list(BUDGETS))
+        wanted_budget = state.qp_external("budget")
+        if wanted_budget in BUDGETS:
+            st.session_state[budget_widget] = wanted_budget
+        budget = state.keep("rec.budget", st.radio("Budget", list(BUDGETS), key=budget_widget, horizontal=True))
+        st.caption(BUDGET_NOTES[budget])
+        seeds_key = f"rec.seeds.{name}.{budget}"  # each recipe and budget keeps its own seeds
+        seeds_widget = state.remember(seeds_key, list(recipe.default_seeds[budget]))
+        rule_widget = state.remember("rec.sequential", True)
+        wanted_seeds = state.qp_external("seeds")
+        if wanted_seeds == "sequential":
+            st.session_state[rule_widget] = True
+        elif wanted_seeds:
+            try:
+                st.session_state[seeds_widget] = [int(s) for s in wanted_seeds.split(",") if s.strip()]
+                st.session_state[rule_widget] = False
+            except ValueError:
+                st.error(f"seeds={wanted_seeds!r} in the address is not a list of whole numbers like 0,1,2.")
+        sequential = state.keep("rec.sequential", st.toggle(
+            "Seeds as the sequential rule needs them", key=rule_widget,
+            help="3 seeds first; where a claim is still open after them, 5, then 8, for the runs that claim reads "
+                 "only. Off: exactly the seeds below."))
+        seeds = sorted(state.keep(seeds_key, st.multiselect(
+            "Seeds", SEED_CHOICES + [s for s in st.session_state[seeds_widget] if s not in SEED_CHOICES],
+            key=seeds_widget, disabled=sequential,
+            help="Each seed repeats every condition (its data order, token mapping and head initialisation); the "
+                 "verdicts pair the conditions by seed.")))
+        cap_widget = state.remember("rec.cap", 0)
+        cap_minutes = state.keep("rec.cap", st.number_input(
+            "Cap (minutes of run time, 0: none)", min_value=0, step=15, key=cap_widget, disabled=not sequential,
+            help="The rule starts no further look that would take the whole recipe past this much run time; the "
+                 "claims still open then read inconclusive."))
+    return budget, sequential, seeds, cap_minutes
+
+
+def about_section(about, recipe: Recipe, plan: Plan, budget: str) -> None:
+    with about:
+        st.markdown(f"**Paper:** {PAPERS.get(recipe.paper, recipe.paper)}")
+        st.markdown("**Claims tested**\n\n" + "\n".join(
+            f"- {'' if c.headline else '*the lab’s question:* '}{c.text} *({c.section}"
+            + (f"; the paper: {c.paper}" if c.paper else "") + ")*" for c in recipe.claims))
+        if plan.cuts:
+            with st.expander(f"What the {budget} budget leaves out of the paper's experiment ({len(plan.cuts)})"):
+                st.markdown("\n".join(f"- {c}" for c in plan.cuts))
 
 
 # ------------------------------------------------------------------------------------------- run
@@ -141,27 +119,29 @@ def _run(plan: Plan) -> None:
     st.session_state["_rec_errors"] = outcome.errors
 
 
-with choices:
-    st.markdown(f"**Expected on this machine:** {len(plan.steps)} jobs in {len(plan.stages)} "
-                f"stage{'s' if len(plan.stages) != 1 else ''}; {expected_sentence(recipe, plan, results)}.")
-    if plan.sequential:
-        st.caption(f":material/science: {seeds_words(plan)}.")
-    now = progress(plan, store)
-    label = "▶ Run this recipe"
-    if now.ended and now.failed:
-        label = f"▶ Retry the {now.failed} job{'s' if now.failed != 1 else ''} that did not finish"
-    elif now.ended:
-        label = "▶ Run again (every job comes from the store)"
-    st.button(label, key="btn.rec.run", type="primary", on_click=_run, args=(plan,),
-              help="Queues the recipe's jobs for the background worker, stage by stage; finished jobs come from "
-                   "the store, failed ones are tried again.")
-    if plan.adjusted:
-        st.caption(f":material/tune: Every job is changed by {plan.adjusted} (TRANSFERLAB_RECIPE_ADJUST).")
-    error = st.session_state.pop("_rec_error", None)
-    if error:
-        st.error(error)
-    for message in st.session_state.pop("_rec_errors", ()):
-        st.warning(message)
+def run_section(choices, recipe: Recipe, plan: Plan, results, store) -> None:
+    """What the plan is expected to take here, and the button that runs (or retries) it."""
+    with choices:
+        st.markdown(f"**Expected on this machine:** {len(plan.steps)} jobs in {len(plan.stages)} "
+                    f"stage{'s' if len(plan.stages) != 1 else ''}; {expected_sentence(recipe, plan, results)}.")
+        if plan.sequential:
+            st.caption(f":material/science: {seeds_words(plan)}.")
+        now = progress(plan, store)
+        label = "▶ Run this recipe"
+        if now.ended and now.failed:
+            label = f"▶ Retry the {now.failed} job{'s' if now.failed != 1 else ''} that did not finish"
+        elif now.ended:
+            label = "▶ Run again (every job comes from the store)"
+        st.button(label, key="btn.rec.run", type="primary", on_click=_run, args=(plan,),
+                  help="Queues the recipe's jobs for the background worker, stage by stage; finished jobs come from "
+                       "the store, failed ones are tried again.")
+        if plan.adjusted:
+            st.caption(f":material/tune: Every job is changed by {plan.adjusted} (TRANSFERLAB_RECIPE_ADJUST).")
+        error = st.session_state.pop("_rec_error", None)
+        if error:
+            st.error(error)
+        for message in st.session_state.pop("_rec_errors", ()):
+            st.warning(message)
 
 
 # ------------------------------------------------------------------------------------------- progress
@@ -175,7 +155,8 @@ def _progress_text(now, left_s: float, workers: int) -> str:
     return " · ".join(parts)
 
 
-def live_view(plan: Plan, ended_at_draw: int, active: bool) -> None:
+
+def live_view(recipe: Recipe, plan: Plan, ended_at_draw: int, active: bool) -> None:
     """The recipe's progress and the live curve of its running job; each refresh also advances the plan."""
     def body() -> None:
         store = state.get_store()
@@ -208,13 +189,6 @@ def live_view(plan: Plan, ended_at_draw: int, active: bool) -> None:
             st.rerun()  # a job ended: redraw the page once, so the report below counts it
 
     st.fragment(body, run_every=common.REFRESH.live_runs_s if active else None)()
-
-
-started = _started(plan)
-at_draw = progress(plan, store)
-if started or finished:
-    st.subheader("Progress")
-    live_view(plan, at_draw.done + at_draw.failed, active=started and not at_draw.ended)
 
 
 # ------------------------------------------------------------------------------------------- report
@@ -264,9 +238,7 @@ def show_report(report) -> None:
         st.markdown("\n".join(f"- {n}" for n in report.notes))
 
 
-if finished:
-    report = recipe.report(plan, results)
-    show_report(report)
+def downloads(recipe: Recipe, plan: Plan, results, report) -> None:
     stem = f"recipe-{recipe.name}-{plan.budget}-" + ("sequential" if plan.sequential else
                                                       f"seeds-{'-'.join(map(str, plan.seeds))}")
     left, right = st.columns(2)
@@ -276,6 +248,50 @@ if finished:
     right.download_button("Every number and verdict (CSV)", data=lambda: to_csv(report, plan, results),
                           file_name=f"{stem}.csv", mime="text/csv", key="rec.csv", on_click="ignore",
                           icon=":material/download:")
-elif not started:
-    st.info("Nothing of this recipe has run in this store yet: press **Run this recipe**. The report builds "
-            "itself from the finished jobs, so it can be read while the rest still runs.")
+
+
+def main() -> None:
+    st.title(":material/menu_book: Recipes")
+    st.caption("Each paper's headline experiment as one plan of real runs on this machine, and a report that says, "
+               "claim by claim, whether the claim holds here, with the numbers that decide it beside the paper's own.")
+
+    names = RECIPES.names()
+    if not names:
+        st.info("No recipe is registered (labcore/recipes/__init__.py lists them).")
+        st.stop()
+    name, recipe = choose_recipe(names)
+    about, choices = st.columns([3, 2], gap="large")
+    budget, sequential, seeds, cap_minutes = settings(choices, name, recipe)
+    state.set_qp(recipe=name, budget=budget, seeds="sequential" if sequential else [str(s) for s in seeds])
+    if not sequential and not seeds:
+        st.warning("Pick at least three seeds (a claim's first look needs three pairs), or let the rule choose.")
+        st.stop()
+    if not sequential and len(seeds) < 3:
+        choices.caption(":material/info: With fewer than three seeds no claim gets a look: every verdict will read "
+                        "inconclusive.")
+    store = state.get_store()
+    try:
+        plan = plan_for(recipe, budget, None if sequential else seeds, store,
+                        cap_s=cap_minutes * 60 if cap_minutes else math.inf)
+    except LabError as exc:
+        st.error(str(exc))
+        st.stop()
+    results = results_of(plan, store)
+    finished = sum(1 for r in results.values() if r is not None)
+    about_section(about, recipe, plan, budget)
+    run_section(choices, recipe, plan, results, store)
+    started = _started(plan)
+    at_draw = progress(plan, store)
+    if started or finished:
+        st.subheader("Progress")
+        live_view(recipe, plan, at_draw.done + at_draw.failed, active=started and not at_draw.ended)
+    if finished:
+        report = recipe.report(plan, results)
+        show_report(report)
+        downloads(recipe, plan, results, report)
+    elif not started:
+        st.info("Nothing of this recipe has run in this store yet: press **Run this recipe**. The report builds "
+                "itself from the finished jobs, so it can be read while the rest still runs.")
+
+
+main()

@@ -16,17 +16,11 @@ import json
 import pandas as pd
 import streamlit as st
 
-from labcore import figures
+from labcore.door.catalogue import has_stage
+from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, RunRecord, RunSpec, Selection, delete, disk_usage,
+                               plan_delete, stage_curves)
+from labcore.door.views import figures, fmt_age, fmt_duration, fmt_speed
 from labcore.errors import LabError
-from labcore.events import stage_curves
-from labcore.fmt import fmt_age, fmt_duration, fmt_speed
-from labcore.protocols import PROTOCOLS
-from labcore.record import RunRecord
-from labcore.spec import RunSpec
-from labcore.store import ACTIVE, STOPPED
-from labcore.store.delete import delete, plan_delete
-from labcore.store.selection import Selection
-from labcore.store.usage import COMMAND_LINE, disk_usage
 from pages import common, state
 
 common.through_router()
@@ -34,20 +28,6 @@ common.through_router()
 LIST_LIMIT = 200  # newest runs the list shows
 PICK_LIMIT = 1000  # newest runs the page reads and offers to pick (a run named in the address is offered too)
 PAGE_SIZE = 25  # runs of a group shown live and in detail at once: a 10,000-run sweep is read a page at a time
-
-st.title(":material/list_alt: Runs")
-store = state.get_store()
-# The newest runs only, read once for the list and the run picker: a page of a 10,000-run lab reads no more.
-runs = store.runs(newest=PICK_LIMIT)
-records = runs[::-1]
-if not records:
-    st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
-            "here while it is queued, running and after it ends.")
-    st.page_link(common.PAGES["new"], label="New experiment", icon=":material/science:")
-    st.stop()
-
-
-executor = state.get_executor()
 CONFIRM = "runs.confirm"  # the destructive action waiting for a yes: (action, key)
 
 
@@ -77,7 +57,8 @@ def _confirm(prompt: str, yes: str, do, *, key: str = "", action: str = "") -> N
     c[1].button("Keep it", key=f"no-{action}-{key}", on_click=_never_mind)
 
 
-def _withdrawn(key: str) -> str:
+
+def _withdrawn(executor, key: str) -> str:
     done = executor.withdraw(key)
     if done.outcome == "withdrawn":
         return (f"Your request is withdrawn; {done.others} other{'s' if done.others != 1 else ''} still "
@@ -95,7 +76,7 @@ def _may_delete() -> bool:
     return state.teacher_passcode() is None or state.is_teacher()
 
 
-def _ask_delete(selection: Selection, action: str, key: str) -> None:
+def _ask_delete(store, executor, selection: Selection, action: str, key: str) -> None:
     """The deletion's question: what goes, what depends on it (shown before anything is deleted)."""
     try:
         plan = plan_delete(store, selection)
@@ -113,14 +94,15 @@ def _ask_delete(selection: Selection, action: str, key: str) -> None:
     def go() -> str:
         done = delete(store, plan, who=state.TEACHER if state.is_teacher() else executor.who)
         state.set_qp(run=None, group=None)
-        return f"Deleted {len(done.keys)} job(s) and their files ({done.bytes / 2**20:,.1f} MiB); their keys can run again."
+        return (f"Deleted {len(done.keys)} job(s) and their files ({done.bytes / 2**20:,.1f} MiB); their keys can run "
+                f"again.")
 
     _confirm("Delete for good? " + lines[0] + ("\n\n" + "\n\n".join(line.strip() for line in lines[1:])
                                                if lines[1:] else ""), "Yes, delete", go, key=key, action=action)
 
 
 # --------------------------------------------------------------------------------------- teacher controls
-if state.is_teacher():
+def teacher_controls(store, executor) -> None:
     with st.expander(":material/school: Teacher controls", expanded=True):
         summary = state.worker_summary(store)
         held = store.workers_held()
@@ -150,6 +132,7 @@ if state.is_teacher():
                      "Yes, stop them", stop, action="stop")
 
 
+
 # ----------------------------------------------------------------------------------------------- the list
 def _device(result: dict, worker: dict | None) -> str:
     """Which device a run trained on: its record's (finished), else the GPU its worker holds (running)."""
@@ -164,7 +147,7 @@ def _device(result: dict, worker: dict | None) -> str:
     return ""
 
 
-def _table(rows) -> pd.DataFrame:
+def _table(store, rows) -> pd.DataFrame:
     cache = state.stream_cache()
     workers = {w.get("run"): w for w in store.workers(role="worker") if w.get("run")}
     out = []
@@ -185,24 +168,27 @@ def _table(rows) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-with st.expander(f"Queue and recent runs ({'newest ' if len(records) == PICK_LIMIT else ''}{len(records):,})",
-                 expanded=not (state.qp("run") or state.qp("group"))):
-    first_read = [records]  # the page's own reading serves the list's first drawing; its refreshes read again
+def run_list(store, records: list[dict]) -> None:
+    """The queue and the newest runs, refreshed while any is active."""
+    with st.expander(f"Queue and recent runs ({'newest ' if len(records) == PICK_LIMIT else ''}{len(records):,})",
+                     expanded=not (state.qp("run") or state.qp("group"))):
+        first_read = [records]  # the page's own reading serves the list's first drawing; its refreshes read again
 
-    @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
-    def run_list() -> None:
-        newest = first_read.pop() if first_read else store.runs(newest=LIST_LIMIT)[::-1]
-        st.dataframe(_table(newest[:LIST_LIMIT]), hide_index=True, column_config={
-            "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
-            "test": st.column_config.NumberColumn("test metric", format="%.3f"),
-            "node": st.column_config.TextColumn("ran on", help="The machine (a Ray node, or this one) that ran it"),
-            "device": st.column_config.TextColumn("device", help="The CPU or GPU it trained on (with several GPUs, "
-                                                                  "each worker has one)"),
-        })
-    run_list()
+        @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
+        def run_list() -> None:
+            newest = first_read.pop() if first_read else store.runs(newest=LIST_LIMIT)[::-1]
+            st.dataframe(_table(store, newest[:LIST_LIMIT]), hide_index=True, column_config={
+                "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
+                "test": st.column_config.NumberColumn("test metric", format="%.3f"),
+                "node": st.column_config.TextColumn("ran on", help="The machine (a Ray node, or this one) that ran it"),
+                "device": st.column_config.TextColumn("device", help="The CPU or GPU it trained on (with several GPUs, "
+                                                                      "each worker has one)"),
+            })
+        run_list()
 
 
-if _may_delete():
+def disk_section(store) -> None:
+    """What the lab holds on disk, by kind, group and requester, measured on request."""
     with st.expander(":material/hard_drive: Disk: what the lab holds", expanded=False):
         # Measured on request: it walks every job's folder (seconds for thousands of runs).
         if st.button("Measure", key="disk.measure"):
@@ -219,79 +205,90 @@ if _may_delete():
                               hide_index=True)
 
 
+
 # ------------------------------------------------------------------------------------------- what to show
-groups = store.groups()
-modes = ["One run", "A group of runs"]
-external_group = state.qp_external("group")
-external_run = state.qp("run")
-mode_widget = state.remember("runs.mode", modes[0], modes)
-if external_group in groups:
-    st.session_state[mode_widget] = modes[1]
-elif external_run and not state.qp("group"):
-    st.session_state[mode_widget] = modes[0]
-mode = st.radio("Show", modes, key=mode_widget, horizontal=True)
-state.keep("runs.mode", mode)
+def chosen_keys(store, executor, runs: list[dict]) -> tuple[list[str], str | None]:
+    """One run or a group, synchronised with the address (``?run=...`` or ``?group=...``): its keys, and the
+    group's name (None for one run)."""
+    groups = store.groups()
+    modes = ["One run", "A group of runs"]
+    external_group = state.qp_external("group")
+    external_run = state.qp("run")
+    mode_widget = state.remember("runs.mode", modes[0], modes)
+    if external_group in groups:
+        st.session_state[mode_widget] = modes[1]
+    elif external_run and not state.qp("group"):
+        st.session_state[mode_widget] = modes[0]
+    mode = st.radio("Show", modes, key=mode_widget, horizontal=True)
+    state.keep("runs.mode", mode)
 
-group = None
-if mode == modes[1] and groups:
-    order = groups[::-1]
-    widget = state.remember("runs.group", order[0], order)
-    if external_group in order:
-        st.session_state[widget] = external_group
-    group = st.selectbox("Group (a sweep, a demo, a pretrained-vs-random pair)", order, key=widget)
-    state.keep("runs.group", group)
-    state.set_qp(group=group, run=None)
-    keys = list(store.group(group)["keys"])
-    st.button("Delete this group…", key="delete-group", on_click=_ask, args=("delete-group", group),
-              disabled=not _may_delete(), help="Its jobs that no other group lists go, with their files; "
-                                               "what depends on them is shown first.")
-    if _pending("delete-group", group):
-        _ask_delete(Selection(group=group), "delete-group", group)
-else:
-    if mode == modes[1]:
-        st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
-    chosen = common.pick_run(store, key="runs.run", arrive_at="running", runs=runs)
-    state.set_qp(group=None)
-    keys = [chosen["key"]] if chosen else []
+    group = None
+    if mode == modes[1] and groups:
+        order = groups[::-1]
+        widget = state.remember("runs.group", order[0], order)
+        if external_group in order:
+            st.session_state[widget] = external_group
+        group = st.selectbox("Group (a sweep, a demo, a pretrained-vs-random pair)", order, key=widget)
+        state.keep("runs.group", group)
+        state.set_qp(group=group, run=None)
+        keys = list(store.group(group)["keys"])
+        st.button("Delete this group…", key="delete-group", on_click=_ask, args=("delete-group", group),
+                  disabled=not _may_delete(), help="Its jobs that no other group lists go, with their files; "
+                                                   "what depends on them is shown first.")
+        if _pending("delete-group", group):
+            _ask_delete(store, executor, Selection(group=group), "delete-group", group)
+    else:
+        if mode == modes[1]:
+            st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
+        chosen = common.pick_run(store, key="runs.run", arrive_at="running", runs=runs)
+        state.set_qp(group=None)
+        keys = [chosen["key"]] if chosen else []
 
-if not keys:
-    st.stop()
-group_keys = keys
-if len(keys) > PAGE_SIZE:
-    pages = -(-len(keys) // PAGE_SIZE)
-    page = int(st.number_input(f"Page of the group ({pages:,} pages of {PAGE_SIZE} runs)", min_value=1,
-                               max_value=pages, value=1, step=1, key=f"runs.page.{group}"))
-    keys = keys[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
-    st.caption(f"Runs {(page - 1) * PAGE_SIZE + 1:,}-{(page - 1) * PAGE_SIZE + len(keys):,} of {len(group_keys):,}: "
-               f"the curves and details below are this page's; Compare shows the whole group.")
+    return keys, group
+
+
+def page_of(keys: list[str], group: str | None) -> list[str]:
+    """A group's keys a page at a time (a 10,000-run sweep is read a page at a time)."""
+    group_keys = keys
+    if len(keys) > PAGE_SIZE:
+        pages = -(-len(keys) // PAGE_SIZE)
+        page = int(st.number_input(f"Page of the group ({pages:,} pages of {PAGE_SIZE} runs)", min_value=1,
+                                   max_value=pages, value=1, step=1, key=f"runs.page.{group}"))
+        keys = keys[(page - 1) * PAGE_SIZE:page * PAGE_SIZE]
+        st.caption(f"Runs {(page - 1) * PAGE_SIZE + 1:,}-{(page - 1) * PAGE_SIZE + len(keys):,} of "
+                   f"{len(group_keys):,}: the curves and details below are this page's; Compare shows the whole group.")
+    return keys
+
 
 # --------------------------------------------------------------------------------------------- live view
-st.session_state.setdefault("keep.runs.smoothing", 0.6)
-st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", step=0.05,
-          help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
-inits = {(store.get(k) or {}).get("spec", {}).get("init") for k in keys}
-colours = ": pretrained blue, random orange" if {"pretrained", "random"} <= inits else ""
-staged = [k for k in keys if PROTOCOLS[(store.get(k) or {}).get("spec", {}).get("protocol", "full")].stage]
-if staged:  # a protocol that trains something before the loop (ORCA's alignment): its curve first
-    def stage_view() -> None:
-        cache = state.stream_cache()
-        names = dict(zip(staged, common.short_labels(store, staged)))
-        curves = {f"{names[k]}: {name.replace('_', ' ')}": points for k in staged
-                  for name, points in stage_curves(cache.read(store, k)).items()}
-        if curves:
-            st.plotly_chart(figures.stage_curves_figure(curves, metric="distance to the source",
-                                                        title="Before training: the alignment"),
-                            key="runs-stage-chart", config={"displaylogo": False})
-        else:
-            st.caption("The alignment curve appears here once the run starts aligning, before its training curve.")
+def live_view(store, keys: list[str], group: str | None) -> None:
+    st.session_state.setdefault("keep.runs.smoothing", 0.6)
+    st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", step=0.05,
+              help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
+    inits = {(store.get(k) or {}).get("spec", {}).get("init") for k in keys}
+    colours = ": pretrained blue, random orange" if {"pretrained", "random"} <= inits else ""
+    staged = [k for k in keys if has_stage((store.get(k) or {}).get("spec", {}).get("protocol", "full"))]
+    if staged:  # a protocol that trains something before the loop (ORCA's alignment): its curve first
+        def stage_view() -> None:
+            cache = state.stream_cache()
+            names = dict(zip(staged, common.short_labels(store, staged)))
+            curves = {f"{names[k]}: {name.replace('_', ' ')}": points for k in staged
+                      for name, points in stage_curves(cache.read(store, k)).items()}
+            if curves:
+                st.plotly_chart(figures.stage_curves_figure(curves, metric="distance to the source",
+                                                            title="Before training: the alignment"),
+                                key="runs-stage-chart", config={"displaylogo": False})
+            else:
+                st.caption("The alignment curve appears here once the run starts aligning, before its training curve.")
 
-    aligning = any((store.get(k) or {}).get("status") in ACTIVE for k in staged)
-    st.fragment(stage_view, run_every=common.REFRESH.live_runs_s if aligning else None)()
-common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
-                 title=f"Train loss (solid) and validation metric (dashed){colours}")
-cols = st.columns(3)
-cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
-                  query_params={"groups": group} if group else {"runs": ",".join(keys)})
+        aligning = any((store.get(k) or {}).get("status") in ACTIVE for k in staged)
+        st.fragment(stage_view, run_every=common.REFRESH.live_runs_s if aligning else None)()
+    common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
+                     title=f"Train loss (solid) and validation metric (dashed){colours}")
+    cols = st.columns(3)
+    cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
+                      query_params={"groups": group} if group else {"runs": ",".join(keys)})
+
 
 # ----------------------------------------------------------------------------------------------- details
 def _act(label: str, key: str, action) -> None:
@@ -302,7 +299,7 @@ def _act(label: str, key: str, action) -> None:
     st.rerun()
 
 
-def _ownership(record) -> str:
+def _ownership(executor, record) -> str:
     """Who started the run, who waits for it and who cancelled it, in a line."""
     parts = [f"Started by {state.who_label(record['started_by'])}"] if "started_by" in record else []
     waiting = record.get("requesters") or []
@@ -313,81 +310,80 @@ def _ownership(record) -> str:
     return " · ".join(parts) or "Started before the lab recorded who asked"
 
 
-error = st.session_state.pop("runs.error", None)
-if error:
-    st.error(error)
-note = st.session_state.pop("runs.note", None)
-if note:
-    st.success(note)
-teacher = state.is_teacher()
+def result_summary(record, result: dict) -> None:
+    """A finished run's test metric, speed and how far its test set carries it; its error where it failed."""
+    if result.get("test") and RunRecord.from_dict(result).untrained:
+        st.warning(f"No test result: the run stopped at step {result.get('steps_done')}, before its first "
+                   f"validation, so its weights are untrained.")
+    elif result.get("test"):
+        metric = result.get("metric", "")
+        majority = (result.get("baseline") or {}).get("majority")
+        st.markdown(f"**Test {metric.replace('_', ' ')}:** {result['test'].get(metric, float('nan')):.4f} · best "
+                    f"validation step {result.get('best_step')} · {result.get('steps_done')} steps in "
+                    f"{fmt_duration(result.get('wall_time_s'))} · "
+                    f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
+                    f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
+        if fmt_speed(result):
+            st.caption(fmt_speed(result) + ".")
+        interval, small = common.test_reliability(result)
+        if interval:
+            st.caption(f"Test accuracy: {interval}.")
+        if small:
+            st.warning(f"Too small to compare: {small}.", icon=":material/warning:")
+    if record.get("error") or result.get("error"):
+        st.error(record.get("error") or result["error"])
 
-st.subheader("Details")
-for key in keys:
-    record = store.get(key)
-    if record is None:
-        continue
-    status = record["status"]
-    with st.expander(f"{common.status_label(record)} · {record.get('label', key)}", expanded=len(keys) == 1):
+
+def run_actions(store, executor, record, teacher: bool) -> None:
+    """Cancel, resume, retry, attention and delete for one run, each destructive one asking first."""
+    key, status = record["key"], record["status"]
+    b = st.columns(6 if teacher else 5)
+    b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE, on_click=_ask,
+                args=("withdraw", key), help="Withdraws your request: the run stops (after its current "
+                                             "step, keeping its curves) once nobody else waits for it.")
+    if teacher:
+        b[4].button("Cancel for everyone", key=f"cancel-all-{key}", disabled=status not in ACTIVE,
+                    on_click=_ask, args=("cancel", key), help="The teacher's cancel: it stops whoever asked.")
+    if _pending("withdraw", key):
+        asking = record.get("requesters") or []
+        others = [w for w in asking if w != executor.who]
+        many = f"{len(others)} other{'s' if len(others) != 1 else ''}"
+        if others and executor.who not in asking:
+            prompt = f"You did not ask for this run; {many} wait for it, so it goes on whatever you do."
+        elif others:
+            prompt = f"Withdraw your request? {many} still wait for this run; it goes on for them."
+        else:
+            prompt = "Cancel this run? Nobody else waits for it: it stops after its current step."
+        _confirm(prompt, "Yes, cancel", lambda: _withdrawn(executor, key), key=key, action="withdraw")
+    if _pending("cancel", key):
+        _confirm(f"Cancel this run for all {len(record.get('requesters') or [])} who asked for it?",
+                 "Yes, cancel for everyone", key=key, action="cancel",
+                 do=lambda: f"Cancelled for everyone ({executor.cancel(key, state.TEACHER).status}).")
+    if b[1].button("Resume", key=f"resume-{key}", disabled=status not in STOPPED,
+                   help="Continue from the last checkpoint."):
+        _act("Resume", key, lambda: executor.resume(key))
+    if b[2].button("Retry", key=f"retry-{key}", disabled=status != "failed",
+                   help="Run a failed spec again from the start."):
+        _act("Retry", key, lambda: executor.submit(RunSpec.from_dict(record["spec"])))
+    b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
+                   query_params={"run": key},
+                   disabled=status not in ("done", "diverged"))
+    b[5 if teacher else 4].button("Delete…", key=f"delete-{key}", on_click=_ask, args=("delete", key),
+                                  disabled=not _may_delete(),
+                                  help="The run's record, curves and files go (a running one is cancelled "
+                                       "first); what depends on it is shown first." if _may_delete() else
+                                       "Only the teacher deletes runs in a class.")
+    if _pending("delete", key):
+        _ask_delete(store, executor, Selection(keys=(key,)), "delete", key)
+
+
+def run_details(store, executor, record, teacher: bool, expanded: bool) -> None:
+    key, status = record["key"], record["status"]
+    with st.expander(f"{common.status_label(record)} · {record.get('label', key)}", expanded=expanded):
         result = record.get("result") or {}
-        if result.get("test") and RunRecord.from_dict(result).untrained:
-            st.warning(f"No test result: the run stopped at step {result.get('steps_done')}, before its first "
-                       f"validation, so its weights are untrained.")
-        elif result.get("test"):
-            metric = result.get("metric", "")
-            majority = (result.get("baseline") or {}).get("majority")
-            st.markdown(f"**Test {metric.replace('_', ' ')}:** {result['test'].get(metric, float('nan')):.4f} · best "
-                        f"validation step {result.get('best_step')} · {result.get('steps_done')} steps in "
-                        f"{fmt_duration(result.get('wall_time_s'))} · "
-                        f"{result.get('params_trainable', 0):,} of {result.get('params_total', 0):,} parameters "
-                        f"trained" + (f" · majority class {majority:.3f}" if majority is not None else ""))
-            if fmt_speed(result):
-                st.caption(fmt_speed(result) + ".")
-            interval, small = common.test_reliability(result)
-            if interval:
-                st.caption(f"Test accuracy: {interval}.")
-            if small:
-                st.warning(f"Too small to compare: {small}.", icon=":material/warning:")
-        if record.get("error") or result.get("error"):
-            st.error(record.get("error") or result["error"])
-        st.caption(_ownership(record))
-        b = st.columns(6 if teacher else 5)
-        b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE, on_click=_ask,
-                    args=("withdraw", key), help="Withdraws your request: the run stops (after its current "
-                                                 "step, keeping its curves) once nobody else waits for it.")
-        if teacher:
-            b[4].button("Cancel for everyone", key=f"cancel-all-{key}", disabled=status not in ACTIVE,
-                        on_click=_ask, args=("cancel", key), help="The teacher's cancel: it stops whoever asked.")
-        if _pending("withdraw", key):
-            asking = record.get("requesters") or []
-            others = [w for w in asking if w != executor.who]
-            many = f"{len(others)} other{'s' if len(others) != 1 else ''}"
-            if others and executor.who not in asking:
-                prompt = f"You did not ask for this run; {many} wait for it, so it goes on whatever you do."
-            elif others:
-                prompt = f"Withdraw your request? {many} still wait for this run; it goes on for them."
-            else:
-                prompt = "Cancel this run? Nobody else waits for it: it stops after its current step."
-            _confirm(prompt, "Yes, cancel", lambda: _withdrawn(key), key=key, action="withdraw")
-        if _pending("cancel", key):
-            _confirm(f"Cancel this run for all {len(record.get('requesters') or [])} who asked for it?",
-                     "Yes, cancel for everyone", key=key, action="cancel",
-                     do=lambda: f"Cancelled for everyone ({executor.cancel(key, state.TEACHER).status}).")
-        if b[1].button("Resume", key=f"resume-{key}", disabled=status not in STOPPED,
-                       help="Continue from the last checkpoint."):
-            _act("Resume", key, lambda: executor.resume(key))
-        if b[2].button("Retry", key=f"retry-{key}", disabled=status != "failed",
-                       help="Run a failed spec again from the start."):
-            _act("Retry", key, lambda: executor.submit(RunSpec.from_dict(record["spec"])))
-        b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
-                       query_params={"run": key},
-                       disabled=status not in ("done", "diverged"))
-        b[5 if teacher else 4].button("Delete…", key=f"delete-{key}", on_click=_ask, args=("delete", key),
-                                      disabled=not _may_delete(),
-                                      help="The run's record, curves and files go (a running one is cancelled "
-                                           "first); what depends on it is shown first." if _may_delete() else
-                                           "Only the teacher deletes runs in a class.")
-        if _pending("delete", key):
-            _ask_delete(Selection(keys=(key,)), "delete", key)
+        result_summary(record, result)
+        st.caption(_ownership(executor, record))
+        run_actions(store, executor, record, teacher)
         spec = RunSpec.from_dict(record["spec"])
         st.code(spec.cli(), language="bash", wrap_lines=True)
         with st.popover("Spec as JSON"):
@@ -398,3 +394,47 @@ for key in keys:
         if show_log:
             log = store.log(key)
             st.code(log[-20000:] or "(nothing logged yet)", language="text")
+
+
+def details(store, executor, keys: list[str]) -> None:
+    error = st.session_state.pop("runs.error", None)
+    if error:
+        st.error(error)
+    note = st.session_state.pop("runs.note", None)
+    if note:
+        st.success(note)
+    teacher = state.is_teacher()
+
+    st.subheader("Details")
+    for key in keys:
+        record = store.get(key)
+        if record is not None:
+            run_details(store, executor, record, teacher, expanded=len(keys) == 1)
+
+
+def main() -> None:
+    st.title(":material/list_alt: Runs")
+    store = state.get_store()
+    # The newest runs only, read once for the list and the run picker: a page of a 10,000-run lab reads no more.
+    runs = store.runs(newest=PICK_LIMIT)
+    records = runs[::-1]
+    if not records:
+        st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
+                "here while it is queued, running and after it ends.")
+        st.page_link(common.PAGES["new"], label="New experiment", icon=":material/science:")
+        st.stop()
+    executor = state.get_executor()
+    if state.is_teacher():
+        teacher_controls(store, executor)
+    run_list(store, records)
+    if _may_delete():
+        disk_section(store)
+    keys, group = chosen_keys(store, executor, runs)
+    if not keys:
+        st.stop()
+    keys = page_of(keys, group)
+    live_view(store, keys, group)
+    details(store, executor, keys)
+
+
+main()

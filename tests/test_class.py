@@ -334,9 +334,9 @@ def test_five_wrong_passcodes_pause_the_sign_in_even_for_the_right_one(monkeypat
     assert guard.wait_s("session:a", "address:1") == 0
 
     # on the page: five wrong tries, then the right passcode is refused while the pause lasts
-    from pages import state
+    from pages.state import identity
 
-    monkeypatch.setattr(state, "_GUARDS", {})
+    monkeypatch.setattr(identity, "_GUARDS", {})
     at = AppTest.from_file(APP, default_timeout=120)
     at.secrets["teacher_passcode"] = "owl"
     at.session_state["_requester"] = "mallory"
@@ -385,7 +385,7 @@ def test_a_student_over_the_disk_quota_is_refused_new_jobs(held):
 
 def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(tmp_path, monkeypatch):
     from labcore.store import Store
-    from pages import state
+    from pages.state import summary
 
     store = Store(tmp_path / "store")
     clock, reads = [100.0], []
@@ -396,15 +396,15 @@ def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(t
         clock[0] += 0.5
         return real_runs(**options)
 
-    monkeypatch.setattr(state.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(summary.time, "monotonic", lambda: clock[0])
     monkeypatch.setattr(store, "runs", slow_runs)
-    monkeypatch.setattr(state, "_SUMMARIES", {})
+    monkeypatch.setattr(summary, "_SUMMARIES", {})
     try:
-        state.worker_summary(store)
+        summary.worker_summary(store)
         clock[0] = 104.0  # within ten times the reading's cost: served as read
-        state.worker_summary(store)
+        summary.worker_summary(store)
         clock[0] = 106.0
-        state.worker_summary(store)
+        summary.worker_summary(store)
         assert reads == [100.0, 106.0]
     finally:
         store.close()

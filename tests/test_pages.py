@@ -214,7 +214,7 @@ def test_attention_page_draws_the_three_weight_sets(lab):
 def test_attention_maps_hold_three_weight_sets_and_the_tokens_both_ways(lab):
     from labcore.analysis.attention import compute_attention, load_attention
     from labcore.mapping import MappingSpec, build_mapping, model_vocab
-    from pages.state import discipline_info
+    from labcore.door.data import discipline_info
 
     # Stored once, then served from the store: a second request does not queue the job again.
     assert lab.executor.submit(AttentionSpec(run=lab.pair[0], split="test", index=0)).outcome == "cached"

@@ -1,0 +1,18 @@
+"""The papers' experiments, as the pages run and report them: the one-click demos and the recipes (a plan of
+real jobs, its driver, its verdicts and its exports)."""
+
+from __future__ import annotations
+
+from labcore import demos
+from labcore.demos import PAPERS
+from labcore.recipes import BUDGETS, RECIPES
+from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
+from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
+from labcore.recipes.export import (RULE, TUNING_TITLE, headline_line, secondary_line, summary_line, to_csv,
+                                    to_html)
+from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
+
+__all__ = ["BUDGETS", "BUDGET_NOTES", "DOES_NOT_HOLD", "HOLDS", "INCONCLUSIVE", "NOT_MEASURED", "OPEN", "PAPERS",
+           "RECIPES", "RULE", "TUNING_TITLE", "Plan", "Recipe", "advance", "demos", "expected_of",
+           "expected_sentence", "headline_line", "plan_for", "progress", "results_of", "secondary_line",
+           "seeds_words", "summary_line", "to_csv", "to_html"]
