@@ -124,11 +124,11 @@ def sweep(*, background: bool = False, group: str | None = None, store: Store | 
         name = group or time.strftime("sweep-%Y%m%d-%H%M%S")
         submissions = _executor(the_store, True).submit_group(name, chosen, priority="sweep")
         return [wait(s.key, store=the_store) for s in submissions]
-    from labcore.events import describe
+    from labcore.events import LOG, STEP, describe
     from labcore.sweep import run_sweep
 
     def on_event(event: dict[str, Any]) -> None:
-        line = describe(event) if progress and event["type"] not in ("step", "log") else None
+        line = describe(event) if progress and event["type"] not in (STEP, LOG) else None
         if line is not None:
             progress(line)
 

@@ -23,7 +23,7 @@ from typing import Any, Iterator, Protocol
 
 from labcore import jobs
 from labcore.errors import LabError
-from labcore.events import FREQUENT
+from labcore.events import FREQUENT, RESULT, START, STEP, LogEvent, OutcomeEvent
 from labcore.jobs import JobContext
 from labcore.store import Fenced, Store, StoreSettings, health
 
@@ -58,10 +58,10 @@ class EventSink:
         event = dict(event)
         event.setdefault("t", time.time())
         kind = event.get("type")
-        if kind == "step":
+        if kind == STEP:
             self.step = int(event.get("step", self.step))
             self.loss = event.get("loss", self.loss)
-        elif kind == "start":
+        elif kind == START:
             self.total_steps = int(event.get("total_steps") or 0)
         with self._lock:
             self._buffer.append(event)
@@ -78,7 +78,7 @@ class EventSink:
         if self._log_chars > self.settings.log_limit_chars:
             self._log_cut = True
             message = f"(log cut here: over {self.settings.log_limit_chars} characters)"
-        self.add({"type": "log", "source": source, "message": message})
+        self.add(LogEvent(source=source, message=message).to_dict())
 
     def flush(self) -> None:
         # Holding the lock while writing keeps chunks in event order when two threads flush at once.
@@ -189,18 +189,17 @@ class Outcome:
 
     def event(self) -> dict[str, Any]:
         """The stream's last event: what a page shows when the job ends."""
-        return {"type": "result", "status": self.status, "metrics": (self.result or {}).get("metrics"),
-                "error": self.error}
+        return OutcomeEvent(status=self.status, metrics=(self.result or {}).get("metrics"), error=self.error).to_dict()
 
 
 def failure(exc: BaseException, store_root: Path) -> tuple[Outcome, dict[str, Any]]:
     """An unexpected exception as an outcome and the log event that explains it (a full disk says so)."""
     if health.is_disk_full(exc):
         message = health.disk_full_message(store_root)
-        return Outcome("failed", error=message), {"type": "log", "source": "error", "message": message}
+        return Outcome("failed", error=message), LogEvent(source="error", message=message).to_dict()
     trace = traceback.format_exc()
     return (Outcome("failed", error=f"{type(exc).__name__}: {exc} (the traceback is in the run's log)", traceback=trace),
-            {"type": "log", "source": "traceback", "message": trace})
+            LogEvent(source="traceback", message=trace).to_dict())
 
 
 def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_root: Path, min_free_mb: float,
@@ -223,7 +222,7 @@ def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_
                            + f" (a job starts with at least {min_free_mb:g} MB free)")
         events = kind.handler(kind.from_dict(spec), ctx)
         for event in events:
-            if event.get("type") == "result":
+            if event.get("type") == RESULT:
                 result = event.get("record") or {}
                 outcome = Outcome(event.get("status") or result.get("status", "done"), result=result)
                 continue
@@ -239,7 +238,7 @@ def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_
         outcome = Outcome("failed", lost=True)  # resumed elsewhere: the other attempt owns the job and its files
     except LabError as exc:
         outcome = Outcome("failed", error=str(exc))
-        yield {"type": "log", "source": "error", "message": str(exc)}
+        yield LogEvent(source="error", message=str(exc)).to_dict()
     except Exception as exc:
         outcome, explained = failure(exc, store_root)
         yield explained

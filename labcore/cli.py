@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from labcore import cli_analyze, cli_export, cli_recipe, cli_store, cli_tune, cli_worker
 from labcore.cli_args import add_spec_arguments, key_values, listed, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
-from labcore.events import describe
+from labcore.events import LOG, RESULT, STEP, describe
 
 # ------------------------------------------------------------------------------------------ commands
 
@@ -112,9 +112,9 @@ def _print_event(event: dict[str, Any]) -> None:
     event whose interval crosses a multiple of 20, since on a GPU an event covers 25 steps) and preparation
     messages (preparing already wrote them)."""
     kind = event["type"]
-    if kind == "step" and event["step"] // 20 == (event["step"] - event.get("steps", 1)) // 20:
+    if kind == STEP and event["step"] // 20 == (event["step"] - event.get("steps", 1)) // 20:
         return
-    if kind == "log" and event.get("phase") == "prepare":
+    if kind == LOG and event.get("phase") == "prepare":
         return
     line = describe(event)
     if line is not None:
@@ -131,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     record = None
     for event in iter_run(spec):
         _print_event(event)
-        if event["type"] == "result":
+        if event["type"] == RESULT:
             record = RunRecord.from_dict(event["record"])
     assert record is not None
     if args.json:
@@ -184,7 +184,7 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     record: dict[str, Any] = {}
     for event in iter_pretrain(spec, key=jobs.key_of(spec)):
         _print_event(event)
-        if event["type"] == "result":
+        if event["type"] == RESULT:
             record = {**event["record"], "status": event["status"]}
     if record.get("status") != "done":
         print(f"{record.get('status')}: {record.get('error') or 'no model written'}")

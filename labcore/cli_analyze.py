@@ -16,6 +16,7 @@ import time
 from labcore import jobs
 from labcore.cli_args import disciplines_help, key_values, models_help
 from labcore.errors import LabError
+from labcore.events import LOG, RESULT
 from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, ModelRef
 
 
@@ -107,9 +108,9 @@ def analyze_here(spec, store, log=lambda _m: None) -> dict:
     result = None
     for event in kind.handler(kind.from_dict(job.spec), jobs.JobContext(workdir=store.workdir(job.key),
                                                                        inputs=inputs)):
-        if event["type"] == "log":
+        if event["type"] == LOG:
             log(event["message"])
-        elif event["type"] == "result":
+        elif event["type"] == RESULT:
             result = event["record"]
     log(f"{job.label}: {time.perf_counter() - started:.1f} s")
     return result

@@ -48,6 +48,7 @@ from labcore.paths import env_number
 from labcore.attempt import EventSink, Outcome
 from labcore.claim_loop import ClaimLoop, Identity, Launched
 from labcore.errors import LabError
+from labcore.events import LOG, NODE, LogEvent
 from labcore.jobs import Resources
 from labcore.ray_task import PROBE, TASK, stop_file
 from labcore.store import HOST, Claim, Store, open_store
@@ -322,13 +323,13 @@ class RayPump(ClaimLoop):
     def _take(self, run: _Running, item: dict[str, Any] | Outcome) -> None:
         if isinstance(item, Outcome):
             run.outcome = item
-        elif item.get("type") == "node":
+        elif item.get("type") == NODE:
             run.node = f"{item['host']} ({item['ip']})"
             self.store.annotate(run.claim.key, run.claim.attempt, node=run.node, node_id=item["node_id"],
                                 task_pid=item["pid"])
-            run.sink.add({"type": "log", "source": "ray", "message": f"running on {run.node}, pid {item['pid']}",
-                          "t": item["t"]})
-        elif item.get("type") == "log" and item.get("source") in ("stdout", "stderr"):
+            run.sink.add(LogEvent(source="ray", message=f"running on {run.node}, pid {item['pid']}",
+                                  t=item["t"]).to_dict())
+        elif item.get("type") == LOG and item.get("source") in ("stdout", "stderr"):
             run.sink.log(item["message"], item["source"])  # the log's length limit applies
         else:
             run.sink.add(item)
@@ -340,7 +341,7 @@ class RayPump(ClaimLoop):
         if sink.write_error:
             outcome.status, outcome.error = "failed", sink.write_error
         if outcome.status == "dead":
-            sink.add({"type": "log", "source": "ray", "message": outcome.error})
+            sink.add(LogEvent(source="ray", message=outcome.error).to_dict())
         else:
             sink.add(outcome.event())
         sink.flush()

@@ -19,6 +19,7 @@ import ray
 
 from labcore import jobs
 from labcore.attempt import Outcome, OutputCapture, run_attempt
+from labcore.events import LogEvent, NodeEvent
 from labcore.jobs import JobContext, JobInput
 from labcore.store import HOST
 
@@ -44,7 +45,7 @@ class _LogLines:
 
     def log(self, message: str, source: str = "worker") -> None:
         with self._lock:
-            self._events.append({"type": "log", "source": source, "message": message, "t": time.time()})
+            self._events.append(LogEvent(source=source, message=message, t=time.time()).to_dict())
 
     def drain(self) -> list[dict[str, Any]]:
         with self._lock:
@@ -54,8 +55,8 @@ class _LogLines:
 
 def task(job: dict[str, Any]) -> Iterator[dict[str, Any] | Outcome]:
     """On a node: one attempt of one job. Yields where it runs, then the job's events, then its Outcome."""
-    yield {"type": "node", "node_id": ray.get_runtime_context().get_node_id(), "host": HOST,
-           "ip": ray.util.get_node_ip_address(), "pid": os.getpid(), "t": time.time()}
+    yield NodeEvent(node_id=ray.get_runtime_context().get_node_id(), host=HOST,
+                    ip=ray.util.get_node_ip_address(), pid=os.getpid(), t=time.time()).to_dict()
     workdir = Path(job["workdir"])
     stop = stop_file(workdir, job["attempt"])
     ctx = JobContext(workdir=workdir, should_stop=lambda: _read_stop(stop), resume=job["resume"],

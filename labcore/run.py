@@ -1,6 +1,7 @@
 """Orchestration of one RunSpec: data -> mapping -> model -> protocol -> train -> evaluate -> record.
 
-`iter_run` is a generator of JSON-able events whose last event is always {"type": "result", "record"}.
+`iter_run` is a generator of JSON-able events (:mod:`labcore.events`) whose last is always a ``result``
+with the run's record.
 It knows nothing of stores: the CLI prints the events, the worker streams them into the run store.
 Bad input raises :class:`labcore.errors.LabError` before any training starts.
 
@@ -16,12 +17,13 @@ import os
 import platform
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from labcore import cores
 from labcore import device as devices
+from labcore.events import EVAL, RESULT, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent
 from labcore.evaluate import correct_examples, counted_labels, evaluate_logits, predict, predict_head, test_size
 from labcore.prepared import (  # noqa: F401  (BEST_WEIGHTS, load_trained: re-exported for callers)
     BEST_WEIGHTS, CommitFn, Prepared, load_trained, save_trained, write_text_file)
@@ -87,7 +89,7 @@ class _Fit:
 
 
 def _log(message: str) -> dict[str, Any]:
-    return {"type": "log", "message": message}
+    return LogEvent(message=message).to_dict()
 
 
 def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: int, workdir: Path | None = None,
@@ -103,7 +105,7 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     def progress(message: str) -> None:
         # Preparing can take minutes (a first music build); the events only go out once it is done, so
         # each message is also written to stderr at once, where the worker's run log picks it up live.
-        progress_events.append(dict(_log(message), phase="prepare"))
+        progress_events.append(LogEvent(message=message, phase="prepare").to_dict())
         print(message, file=sys.stderr, flush=True)
 
     prepared = Prepared(resolved, progress=progress)
@@ -260,11 +262,11 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
     for event in train(fit.trained_module, fit.forward, fit.train_data, fit.cfg, evaluate=evaluate,
                        workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file,
                        between_steps=between_steps):
-        if event["type"] == "train_end":
+        if event["type"] == TRAIN_END:
             end = event
         else:
-            if event["type"] == "eval":
-                event["metric"] = info.metric
+            if event["type"] == EVAL:
+                event = replace(EvalEvent.from_dict(event), metric=info.metric).to_dict()
             yield event
     machine_after = cores.sample()
     if machine_before is not None and machine_after is not None:
@@ -331,7 +333,7 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
              resume: bool = False, checkpoint_every: int = 0, device: str | None = None,
              threads: int | None = None, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
     """Run one spec: prepare -> protocol -> fit -> evaluate -> record. Yields events; the last is
-    ``{"type": "result", "record": RunRecord dict}``. Files go into place through ``commit_file``."""
+    a ``result`` whose ``record`` is the RunRecord's dict. Files go into place through ``commit_file``."""
     import torch
     import transformers
 
@@ -346,13 +348,13 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     fit = yield from _prepare(resolved, device=device, threads=requested_threads,
                               checkpoint_every=checkpoint_every, workdir=workdir, resume=resume,
                               should_stop=should_stop, commit_file=commit_file)
-    yield {"type": "start", "key": resolved.key, "total_steps": fit.cfg.total_steps(len(fit.train_data)),
-           "params_total": fit.params_total, "params_trainable": fit.params_trainable, "device": device,
-           "device_name": devices.describe(device),
-           "precision": fit.precision, "train_examples": len(fit.train_data)}
+    yield StartEvent(key=resolved.key, total_steps=fit.cfg.total_steps(len(fit.train_data)),
+                     params_total=fit.params_total, params_trainable=fit.params_trainable, device=device,
+                     device_name=devices.describe(device),
+                     precision=fit.precision, train_examples=len(fit.train_data)).to_dict()
     end = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file)
     record = _record(fit, resolved, end, workdir=workdir, started=started, commit_file=commit_file)
-    yield {"type": "result", "record": record.to_dict()}
+    yield ResultEvent(record=record.to_dict()).to_dict()
 
 
 def warm_up() -> None:
@@ -370,7 +372,7 @@ def run(spec: RunSpec, **kwargs: Any) -> RunRecord:
     """Run to the end and return the record (the events are dropped)."""
     record = None
     for event in iter_run(spec, **kwargs):
-        if event["type"] == "result":
+        if event["type"] == RESULT:
             record = RunRecord.from_dict(event["record"])
     assert record is not None
     return record

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from labcore.events import RESULT
 from labcore.record import RunRecord
 from labcore.spec import RunSpec
 
@@ -27,7 +28,7 @@ def run_sweep(specs: list[RunSpec], *, progress: Callable[[str], None] = lambda 
         record = None
         for event in iter_run(resolved, workdir=store.run_dir(resolved.key)):
             on_event(event)
-            if event["type"] == "result":
+            if event["type"] == RESULT:
                 record = RunRecord.from_dict(event["record"])
         assert record is not None
         store.put_result(record, label=resolved.label())

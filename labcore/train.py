@@ -6,9 +6,8 @@ validation, then test it), stops on a NaN/inf loss with status ``diverged`` and 
 resume checkpoints (trainable weights, optimizer, scheduler, RNG, curves) and honours a stop request
 once per step.
 
-Events: {"type": "step", step, steps, epoch, loss, lr, samples_per_s}, {"type": "eval", step, split, metric,
-value, loss}, {"type": "checkpoint", step, path}, {"type": "log", message} and finally
-{"type": "train_end", status, best_step, best_value, steps_done, curves, samples_per_s, host_reads}.
+Events (as dicts: the ``to_dict()`` of :mod:`labcore.events`' dataclasses): ``step``, ``eval``,
+``checkpoint``, ``log`` and finally ``train_end``, which stays with the caller.
 
 No host sync per step where it costs (CUDA): each step's loss stays on the device, and the losses are read
 together every :attr:`TrainConfig.read_every` steps (1 on a CPU, 25 on CUDA), before every evaluation,
@@ -32,6 +31,7 @@ import torch
 from labcore import device as devices
 from labcore.device import autocast
 from labcore.encode import Batch, Encoded, iterate
+from labcore.events import CheckpointEvent, EvalEvent, LogEvent, StepEvent, TrainEndEvent
 from labcore.spec import TrainParams
 
 CommitFn = Callable[[Path, Path], None]
@@ -219,7 +219,7 @@ class TrainingLoop:
         if "cuda" in state["rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all(state["rng"]["cuda"])
         self.st = LoopState.from_checkpoint(state)
-        yield {"type": "log", "message": f"resumed from step {self.st.step}"}
+        yield LogEvent(message=f"resumed from step {self.st.step}").to_dict()
 
     def step(self, batch: Batch) -> None:
         """One optimiser step; its loss stays on the device until :meth:`flush`."""
@@ -245,8 +245,8 @@ class TrainingLoop:
         result = self.hooks.evaluate()
         self.module.train()
         self.st.record_eval(self.st.step, result["value"], self.named)
-        return {"type": "eval", "step": self.st.step, "split": "validation", "value": result["value"],
-                "loss": result.get("loss")}
+        return EvalEvent(step=self.st.step, split="validation", value=result["value"],
+                         loss=result.get("loss")).to_dict()
 
     def checkpoint(self) -> Iterator[dict[str, Any]]:
         """Write the resume checkpoint (the event first: see below)."""
@@ -254,7 +254,7 @@ class TrainingLoop:
         # The event goes out before the file is written: whoever streams the events has stored every step
         # up to this one by the time the checkpoint exists, so a resumed run's stream never has a gap. A
         # kill in between leaves the previous checkpoint, and the stream doubles back, which readers drop.
-        yield {"type": "checkpoint", "step": self.st.step, "path": str(self.resume_path)}
+        yield CheckpointEvent(step=self.st.step, path=str(self.resume_path)).to_dict()
         tmp = self.resume_path.with_name(f".{self.resume_path.name}.{os.getpid()}.tmp")  # one per writer
         try:
             torch.save({"params": {n: p.detach().clone() for n, p in self.named.items()},
@@ -264,37 +264,37 @@ class TrainingLoop:
         finally:
             tmp.unlink(missing_ok=True)  # a failed or refused write leaves nothing half-written
 
-    def finish(self, status: str) -> dict[str, Any]:
-        """Hand back the best weights (the caller tests those); the train_end event."""
+    def finish(self, status: str, error: str | None = None) -> dict[str, Any]:
+        """Hand back the best weights (the caller tests those); the train_end event (``error``: why a
+        diverged run ended)."""
         st = self.st
         with torch.no_grad():
             for n, p in self.named.items():
                 p.copy_(st.best_state[n])
-        return {"type": "train_end", "status": status, "best_step": st.best_step,
-                "best_value": None if st.best_value == -math.inf else st.best_value, "steps_done": st.step,
-                "total_steps": self.total, "losses": st.losses, "val_curve": st.val_curve,
-                "samples_per_s": self._samples_per_s(), "host_reads": self.reads}
+        return TrainEndEvent(status=status, best_step=st.best_step,
+                             best_value=None if st.best_value == -math.inf else st.best_value, steps_done=st.step,
+                             total_steps=self.total, losses=st.losses, val_curve=st.val_curve,
+                             samples_per_s=self._samples_per_s(), host_reads=self.reads, error=error).to_dict()
 
     def flush(self) -> Iterator[dict[str, Any]]:
         """Read what is pending; yields its step event, or ends the run (``StopIteration`` value: ended)."""
         if not self.pending:
             return False
-        event = self._read_losses()
-        if "diverged" in event:
-            error = event.pop("diverged")
-            yield event
-            yield {**self.finish("diverged"), "error": error}
-            return True
+        event, error = self._read_losses()
         yield event
+        if error is not None:
+            yield self.finish("diverged", error)
+            return True
         return False
 
     # ------------------------------------------------------------------------------------------ helpers
     def _samples_per_s(self) -> float:
         return self.st.seen / self.st.train_time if self.st.train_time > 0 else 0.0
 
-    def _read_losses(self) -> dict[str, Any]:
-        """Read the interval's losses to the host (one transfer); the step event for them, or the end of a
-        diverged run. Timed as training: on CUDA the read waits for the interval's queued steps."""
+    def _read_losses(self) -> tuple[dict[str, Any], str | None]:
+        """Read the interval's losses to the host (one transfer); the step event for them and None, or for a
+        diverged run the log event and error that end it. Timed as training: on CUDA the read waits for the
+        interval's queued steps."""
         st = self.st
         tick = time.perf_counter()
         values = torch.stack(self.pending).float().cpu().tolist()
@@ -308,11 +308,11 @@ class TrainingLoop:
                 st.step = first + offset - 1
                 st.losses.extend((first + i, v) for i, v in enumerate(values[:offset]))
                 error = diverged_error(st.step + 1, value, self.cfg.lr, st.best_step)
-                return {"type": "log", "message": error, "diverged": error}
+                return LogEvent(message=error).to_dict(), error
         st.losses.extend((first + i, v) for i, v in enumerate(values))
-        return {"type": "step", "step": st.step, "steps": len(values), "epoch": round(st.step / self.per_epoch, 3),
-                "loss": sum(values) / len(values), "lr": self.scheduler.get_last_lr()[0],
-                "samples_per_s": self._samples_per_s()}
+        return StepEvent(step=st.step, steps=len(values), epoch=round(st.step / self.per_epoch, 3),
+                         loss=sum(values) / len(values), lr=self.scheduler.get_last_lr()[0],
+                         samples_per_s=self._samples_per_s()).to_dict(), None
 
     def _plateaued(self) -> bool:
         # A plateau ends the run only past the floor of min_steps: a run must first leave its start (the
@@ -344,8 +344,8 @@ class TrainingLoop:
         if evaluating:
             yield self.evaluate()
             if self._plateaued():
-                yield {"type": "log", "message": f"early stop at step {st.step}: no improvement in "
-                                                 f"{cfg.patience} evaluations"}
+                yield LogEvent(message=f"early stop at step {st.step}: no improvement in "
+                                       f"{cfg.patience} evaluations").to_dict()
                 yield self.finish("done")
                 return True
         if self.hooks.between_steps is not None and (event := self.hooks.between_steps(st.step)) is not None:

@@ -38,6 +38,7 @@ from ray.tune.search.basic_variant import BasicVariantGenerator
 
 from labcore import jobs, paths, ray_pump
 from labcore.errors import LabError
+from labcore.events import EVAL, START, LogEvent
 from labcore.executor import executor_for, executor_kind
 from labcore.jobs.run import resolve_run
 from labcore.record import RunRecord
@@ -84,10 +85,10 @@ def follow(config: dict[str, Any], trial: _Trial) -> None:
     key = executor.submit(make_spec(**{**trial.base, **config}), priority="sweep", group=trial.group).key
     total = reported = 0
     for event in store.follow(key, poll_s=trial.poll_s):
-        if event["type"] == "start":
+        if event["type"] == START:
             total = int(event.get("total_steps") or 0)
         # A resumed run's stream holds its earlier attempts' evaluations too: ASHA's time may only grow.
-        elif event["type"] == "eval" and event.get("split", "validation") == "validation" and event["step"] > reported:
+        elif event["type"] == EVAL and event.get("split", "validation") == "validation" and event["step"] > reported:
             reported = int(event["step"])
             tune.report({STEP: reported, METRIC: float(event["value"]), "metric": event.get("metric", ""),
                          "key": key, "total_steps": total})
@@ -106,9 +107,9 @@ def stop_early(store: Store, key: str, step: int, value: float, metric: str) -> 
     ``cancelled``. False when the run had ended already (nothing to stop; the store leaves it as it was)."""
     if not stopped_early(store.cancel(key, STOPPED_BY)):
         return False
-    store.append_events(key, [{"type": "log", "source": "tune", "t": time.time(), "stopped_at": step,
-                               "message": f"stopped early by ASHA at step {step}: validation {metric} {value:.4f} "
-                                          f"was below the cut of the trials compared at that rung"}])
+    message = (f"stopped early by ASHA at step {step}: validation {metric} {value:.4f} was below the cut of the "
+               f"trials compared at that rung")
+    store.append_events(key, [LogEvent(source="tune", message=message, stopped_at=step, t=time.time()).to_dict()])
     return True
 
 

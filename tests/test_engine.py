@@ -13,6 +13,7 @@ from labcore.errors import LabError
 from labcore.record import RunRecord
 from labcore.run import iter_run, resolve_spec, run
 from labcore.spec import make_spec
+from test_events import assert_typed
 
 REPO = Path(__file__).resolve().parent.parent
 TINY_XOR = {"n_train": 96, "n_validation": 32, "n_test": 32}
@@ -50,6 +51,7 @@ def test_events_stream_then_one_result(tmp_path):
     evals = [e for e in events if e["type"] == "eval"]
     assert [e["step"] for e in evals] == [3, 6] and evals[0]["metric"] == "accuracy"
     json.dumps(events)  # every event is JSON-able
+    assert_typed(events)
 
 
 def test_the_best_checkpoint_is_measured_again_without_dropout():

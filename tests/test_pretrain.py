@@ -23,6 +23,7 @@ from labcore.pretrain import corpora
 from labcore.pretrain.engine import iter_pretrain
 from labcore.pretrain.mlm import CLS_ID, MASK_ID, SEP_ID, mask_tokens, substitute_rows
 from labcore.pretrain.spec import PretrainSpec, resolve_pretrain
+from test_events import assert_typed
 
 REPO = Path(__file__).resolve().parent.parent
 TINY = dict(size="tiny", batch_size=8, sequences=128, lr=3e-3, precision="fp32")
@@ -152,6 +153,7 @@ def test_mlm_loss_on_nested_falls_well_below_its_start_and_a_lab_model_loads_lik
     assert record["eval_loss"] < start - 2 and float(np.mean(losses[-5:])) < start - 2
     steps = [e for e in events if e["type"] == "step"]
     assert all(0.0 <= e["accuracy"] <= 1.0 and e["tokens_per_s"] > 0 for e in steps)
+    assert_typed(events)
     assert record["name"] == "lab:test-nested" and record["steps"] == 40
     # FLOPs a token as the step computes them: below the analytic count, which assumes every row's full length
     from labcore.pretrain.engine import useful_flops_per_token

@@ -25,6 +25,7 @@ from labcore.events import curves_from_events
 from labcore.jobs import new_job
 from labcore.store import ACTIVE, Store, StoreSettings, process_state
 from helpers import wait_for
+from test_events import assert_typed
 
 REPO = Path(__file__).resolve().parent.parent
 SMALL = {"n_train": 64, "n_validation": 32, "n_test": 32}
@@ -137,6 +138,7 @@ def test_sigkill_makes_the_run_dead_and_resume_continues_from_the_checkpoint(sto
     loss_curve = curves_from_events(events)["train_loss"]
     assert [s for s, _ in loss_curve] == list(range(1, total + 1))  # continues, no gap, no doubling back
     assert record["result"]["steps_done"] == total
+    assert_typed(events)  # the stream as stored: stamped events of both attempts, the store's and the worker's
 
 
 def test_a_frozen_worker_looks_dead_and_comes_back_when_it_thaws(store, workers, tiny_model):

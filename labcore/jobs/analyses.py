@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from labcore.errors import LabError
+from labcore.events import LogEvent, ResultEvent
 from labcore.jobs.base import Event, JobContext, hash_key
 
 MAX_EXAMPLES = 4096  # an analysis is a look, not a training run: larger samples belong to a GPU
@@ -178,7 +179,12 @@ def _weights(spec: AnalysisSpec, ctx: JobContext) -> Iterator[tuple[ModelRef, di
 
 
 def _progress(message: str) -> Event:
-    return {"type": "log", "message": message}
+    return LogEvent(message=message).to_dict()
+
+
+def _done(record: dict[str, Any]) -> Event:
+    """An analysis's last event: its record."""
+    return ResultEvent(status="done", record=record).to_dict()
 
 
 def _examples(spec: AnalysisSpec, prepared) -> Any:
@@ -236,9 +242,9 @@ def similarity(spec: SimilaritySpec, ctx: JobContext) -> Iterator[Event]:
         # CCA finds perfect correlations when rows are few against dimensions: the number says little.
         notes.append(f"only {rows} rows for {width} dimensions: CCA needs many more rows than dimensions "
                      f"(use more examples, or every position), so these values overstate similarity")
-    yield {"type": "result", "status": "done", "record": {
+    yield _done({
         "measure": spec.measure, "models": labels, "matrix": matrix.tolist(), "last": float(matrix[-1, -1]),
-        "examples": spec.examples, "rows": int(rows), "pooled": spec.pooled, "notes": notes}}
+        "examples": spec.examples, "rows": int(rows), "pooled": spec.pooled, "notes": notes})
 
 
 def heads(spec: HeadsSpec, ctx: JobContext) -> Iterator[Event]:
@@ -264,9 +270,9 @@ def heads(spec: HeadsSpec, ctx: JobContext) -> Iterator[Event]:
         raise LabError(f"head matching needs two models of one shape: {maps[0][0].shape[:2]} and "
                        f"{maps[1][0].shape[:2]} (layers, heads)")
     per_layer = np.stack([layer_distances(a, b) for a, b in zip(maps[0], maps[1])])  # [examples, layers]
-    yield {"type": "result", "status": "done", "record": {
+    yield _done({
         "models": labels, "mean": per_layer.mean(0).tolist(), "std": per_layer.std(0).tolist(),
-        "examples": len(maps[0])}}
+        "examples": len(maps[0])})
 
 
 def _distribution(values) -> dict[str, Any]:
@@ -304,8 +310,7 @@ def jacobian(spec: JacobianSpec, ctx: JobContext) -> Iterator[Event]:
                 return
         out[ref.label()] = _distribution(np.concatenate(values))
         del prepared
-    yield {"type": "result", "status": "done", "record": {"models": list(out), "singular_values": out,
-                                                           "examples": spec.examples}}
+    yield _done({"models": list(out), "singular_values": out, "examples": spec.examples})
 
 
 def gradients(spec: GradientsSpec, ctx: JobContext) -> Iterator[Event]:
@@ -325,8 +330,7 @@ def gradients(spec: GradientsSpec, ctx: JobContext) -> Iterator[Event]:
                                   Packed.pack(one.inputs, one.mask), one.labels)
         out[ref.label()] = _distribution(gradient_cosines(flatten_grads(grads)))
         del prepared
-    yield {"type": "result", "status": "done", "record": {"models": list(out), "cosines": out,
-                                                           "examples": spec.examples}}
+    yield _done({"models": list(out), "cosines": out, "examples": spec.examples})
 
 
 def noise(spec: NoiseSpec, ctx: JobContext) -> Iterator[Event]:
@@ -342,8 +346,7 @@ def noise(spec: NoiseSpec, ctx: JobContext) -> Iterator[Event]:
                                      seed=spec.seed)
         out[ref.label()] = {str(s): {"mean": m, "std": d} for s, (m, d) in summarise(variation).items()}
         del prepared
-    yield {"type": "result", "status": "done", "record": {"models": list(out), "variation": out,
-                                                           "sigmas": list(spec.sigmas), "examples": spec.examples}}
+    yield _done({"models": list(out), "variation": out, "sigmas": list(spec.sigmas), "examples": spec.examples})
 
 
 def params(spec: ParamsSpec, ctx: JobContext) -> Iterator[Event]:
@@ -354,7 +357,7 @@ def params(spec: ParamsSpec, ctx: JobContext) -> Iterator[Event]:
         stds = layer_stds(weights)
         out[ref.label()] = {kind: [None if v != v else float(v) for v in values] for kind, values in stds.items()}
         del weights
-    yield {"type": "result", "status": "done", "record": {"models": list(out), "stds": out}}
+    yield _done({"models": list(out), "stds": out})
 
 
 def logme(spec: LogMESpec, ctx: JobContext) -> Iterator[Event]:
@@ -374,8 +377,7 @@ def logme(spec: LogMESpec, ctx: JobContext) -> Iterator[Event]:
         labels = prepared.splits[spec.split].labels[index]
         out[ref.label()] = float(log_evidence(feats, labels))
         del prepared
-    yield {"type": "result", "status": "done", "record": {"models": list(out), "logme": out,
-                                                           "examples": spec.examples}}
+    yield _done({"models": list(out), "logme": out, "examples": spec.examples})
 
 
 def _register() -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from labcore.errors import LabError
+from labcore.events import LogEvent, ResultEvent
 from labcore.jobs.base import Event, JobContext
 
 RESULT_FILE = "attention.npz"
@@ -37,13 +38,13 @@ def attention_maps(spec: AttentionSpec, ctx: JobContext) -> Iterator[Event]:
     from labcore.analysis.attention import compute_attention, save_attention
 
     source = ctx.inputs[spec.run]
-    yield {"type": "log", "message": f"attention maps of {spec.split} example {spec.index} under the pretrained, "
-                                     f"random and fine-tuned weights"}
+    yield LogEvent(message=f"attention maps of {spec.split} example {spec.index} under the pretrained, "
+                           f"random and fine-tuned weights").to_dict()
     maps = compute_attention(source.record, source.workdir, spec.split, spec.index)
     save_attention(ctx.workdir / RESULT_FILE, maps, commit_file=ctx.commit_file)
-    yield {"type": "result", "status": "done",
-           "record": {"file": RESULT_FILE, "layers": maps.layers, "heads": maps.heads,
-                      "label": maps.meta.get("label"), "prediction": maps.meta.get("prediction")}}
+    yield ResultEvent(status="done",
+                      record={"file": RESULT_FILE, "layers": maps.layers, "heads": maps.heads,
+                              "label": maps.meta.get("label"), "prediction": maps.meta.get("prediction")}).to_dict()
 
 
 def _register() -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Iterator
 
 from labcore import protocols
+from labcore.events import LogEvent
 from labcore.jobs.base import Event, JobContext, Resources
 from labcore.paths import env_number
 from labcore.resolve import resolve_spec
@@ -39,7 +40,7 @@ def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
         from labcore.pretrain.bodies import ensure_run_body
 
         source = ctx.inputs[key]
-        yield {"type": "log", "message": f"the body of run {key}: {ensure_run_body(source.record, source.workdir)}"}
+        yield LogEvent(message=f"the body of run {key}: {ensure_run_body(source.record, source.workdir)}").to_dict()
 
     yield from iter_run(spec, workdir=ctx.workdir, should_stop=ctx.should_stop, resume=ctx.resume,
                         checkpoint_every=ctx.checkpoint_every, threads=ctx.threads, commit_file=ctx.commit_file)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -24,6 +25,7 @@ import torch
 
 from labcore import cores
 from labcore.encode import Encoded, iterate
+from labcore.events import EVAL, STEP, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent, StepEvent
 from labcore.pretrain import corpora
 from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
                                   substitute_rows, train_embeddings_only)
@@ -162,13 +164,13 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
     data = corpus_data(spec, spec.sequences, spec.seed)
     held_out = corpus_data(spec, EVAL_SEQUENCES, spec.seed + EVAL_SEED_OFFSET, held_out=True)
     tokens = int(data.lengths().sum())
-    yield {"type": "log", "message": f"corpus {spec.corpus}: {len(data):,} sequences, {tokens:,} tokens "
-                                     f"(built in {time.time() - started:.1f} s)"}
+    yield LogEvent(message=f"corpus {spec.corpus}: {len(data):,} sequences, {tokens:,} tokens "
+                           f"(built in {time.time() - started:.1f} s)").to_dict()
     if spec.start:
         from labcore.models import model_folder
 
         model = load_masked_lm(str(model_folder(spec.start)))
-        yield {"type": "log", "message": f"starting from {spec.start}"}
+        yield LogEvent(message=f"starting from {spec.start}").to_dict()
     else:
         model = build_masked_lm(size, spec.seed)
     if spec.train == "embeddings":
@@ -182,23 +184,23 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         notes.append(cores.thread_note(used_threads, requested_threads, busy))
     n_params = sum(p.numel() for p in model.parameters())
     n_trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    yield {"type": "log", "message": f"RoBERTa-shaped, {size.describe()}: {n_params:,} parameters, {n_trained:,} "
-                                     f"trained; {cfg.precision} on {device}; " + "; ".join(notes)}
-    yield {"type": "start", "key": key, "total_steps": cfg.total_steps(len(data)), "params_total": n_params,
-           "params_trainable": n_trained, "device": device, "precision": cfg.precision}
+    yield LogEvent(message=f"RoBERTa-shaped, {size.describe()}: {n_params:,} parameters, {n_trained:,} "
+                           f"trained; {cfg.precision} on {device}; " + "; ".join(notes)).to_dict()
+    yield StartEvent(key=key, total_steps=cfg.total_steps(len(data)), params_total=n_params,
+                     params_trainable=n_trained, device=device, precision=cfg.precision).to_dict()
     objective = MlmObjective(model, held_out, cfg, spec.seed)
     mean_tokens = tokens / len(data)
     end: dict[str, Any] = {}
     evals: list[dict[str, Any]] = []
     for event in train(model, objective.forward, data, cfg, evaluate=objective.evaluate, workdir=workdir,
                        should_stop=should_stop, resume=resume, commit_file=commit_file):
-        if event["type"] == "step":
-            event = {**event, "accuracy": objective.read_accuracy(),
-                     "tokens_per_s": event["samples_per_s"] * mean_tokens}
-        elif event["type"] == "eval":
-            event = {**event, "metric": "masked_accuracy"}
+        if event["type"] == STEP:
+            event = replace(StepEvent.from_dict(event), accuracy=objective.read_accuracy(),
+                            tokens_per_s=event["samples_per_s"] * mean_tokens).to_dict()
+        elif event["type"] == EVAL:
+            event = replace(EvalEvent.from_dict(event), metric="masked_accuracy").to_dict()
             evals.append(event)
-        elif event["type"] == "train_end":
+        elif event["type"] == TRAIN_END:
             end = event
             continue
         yield event
@@ -219,14 +221,14 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
         "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
         "spec": spec.__dict__, "key": key}
     if status != "done":
-        yield {"type": "result", "status": status, "record": {**record, "error": end.get("error")}}
+        yield ResultEvent(status=status, record={**record, "error": end.get("error")}).to_dict()
         return
     if spec.substitute:
         used = torch.from_numpy(corpora.CORPORA[spec.corpus].tokens().ids)
         unused = torch.from_numpy(np.setdiff1d(corpora.sampleable_ids(), used.numpy()))
         substitute_rows(model.word_embeddings.weight, used, unused)
-        yield {"type": "log", "message": f"50-substitute: {len(unused):,} unused rows now copy the "
-                                         f"{len(used):,} used ones"}
+        yield LogEvent(message=f"50-substitute: {len(unused):,} unused rows now copy the "
+                               f"{len(used):,} used ones").to_dict()
     folder = export.save_lab_model(spec.name, model, record, workdir=workdir, commit_file=commit_file)
-    yield {"type": "log", "message": f"saved lab:{spec.name} in {folder}"}
-    yield {"type": "result", "status": "done", "record": {**record, "folder": str(folder)}}
+    yield LogEvent(message=f"saved lab:{spec.name} in {folder}").to_dict()
+    yield ResultEvent(status="done", record={**record, "folder": str(folder)}).to_dict()

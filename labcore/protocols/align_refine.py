@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generator
 
 from labcore.errors import LabError
+from labcore.events import LogEvent, StageStepEvent
 from labcore.protocols.base import Protocol, ProtocolReport, StageInput, finish, register, start
 
 if TYPE_CHECKING:
@@ -139,8 +140,8 @@ def _align(run: StageInput, params: AlignRefineParams) -> Generator[dict[str, An
     started = time.perf_counter()
     model = run.model
     rng = np.random.default_rng(derive_seed(run.spec.seed, "align"))
-    yield {"type": "log", "message": f"align: embedding {params.examples} {params.source} examples with the body's "
-                                     f"own embedding layer"}
+    yield LogEvent(message=f"align: embedding {params.examples} {params.source} examples with the body's "
+                           f"own embedding layer").to_dict()
     was_training = model.training
     model.eval()  # the embedder aligns without dropout: the distance is a function of its weights alone
     try:
@@ -161,8 +162,8 @@ def _align(run: StageInput, params: AlignRefineParams) -> Generator[dict[str, An
             reg = otdd.default_reg(measured, source)
             source_self = otdd.self_cost(source, reg)
             before = float(otdd.otdd(measured, source, reg=reg, self_b=source_self))
-        yield {"type": "log", "message": f"align: OTDD to {params.source} before alignment {before:.4f} "
-                                         f"({size} target and {len(source_y)} source examples, ε {reg:.4g})"}
+        yield LogEvent(message=f"align: OTDD to {params.source} before alignment {before:.4f} "
+                               f"({size} target and {len(source_y)} source examples, ε {reg:.4g})").to_dict()
         curve: list[list[float]] = []
         stopped = ""
         if params.align_steps:
@@ -176,8 +177,8 @@ def _align(run: StageInput, params: AlignRefineParams) -> Generator[dict[str, An
                 optimiser.step()
                 value = float(distance.detach())
                 curve.append([step, value])
-                yield {"type": "stage_step", "stage": STAGE, "step": step, "total_steps": params.align_steps,
-                       "metric": params.distance, "value": value}
+                yield StageStepEvent(stage=STAGE, step=step, total_steps=params.align_steps,
+                                     metric=params.distance, value=value).to_dict()
                 stopped = run.should_stop() or ""
                 if stopped:
                     break
@@ -198,7 +199,7 @@ def _align(run: StageInput, params: AlignRefineParams) -> Generator[dict[str, An
              f"class fits, debiased Sinkhorn with ε {reg:.4g} ({otdd.ENTROPIC:g} of the mean ground cost at the "
              f"start), embedder without dropout"]
     for note in notes:
-        yield {"type": "log", "message": note}
+        yield LogEvent(message=note).to_dict()
     return {"name": STAGE, "distance": params.distance, "source": params.source, "steps": params.align_steps,
             "steps_done": done, "before": before, "after": after, "curve": curve, "seconds": seconds,
             "reg": reg, "target_examples": size, "source_examples": int(len(source_y)), "notes": notes}

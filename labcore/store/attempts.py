@@ -9,6 +9,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
+from labcore.events import AttemptEvent, LogEvent
 from labcore.store import health
 from labcore.store.errors import Fenced
 from labcore.store.liveness import HOST, why_dead
@@ -51,8 +52,7 @@ class Attempts:
                                 f"from its last checkpoint")
             self.table.put(record)
             self.table.running.remove(key)
-            self.streams.append(key, [{"type": "log", "source": "store", "message": record["error"],
-                                       "t": wall_clock()}])
+            self.streams.append(key, [LogEvent(source="store", message=record["error"], t=wall_clock()).to_dict()])
         return record
 
     def reap(self) -> list[str]:
@@ -89,8 +89,8 @@ class Attempts:
                 workdir = self.workdir(key)
                 checkpoint = record.get("checkpoint", "resume.pt")
                 resume = bool(record.get("resume")) and bool(checkpoint) and (workdir / checkpoint).exists()
-                self.streams.append(key, [{"type": "attempt", "attempt": attempt, "resume": resume,
-                                           "pid": pid, "host": HOST, "t": now}])
+                self.streams.append(key, [AttemptEvent(attempt=attempt, resume=resume, pid=pid, host=HOST,
+                                                       t=now).to_dict()])
                 limit = self._limit_of(record.get("started_by"))
                 return Claim(key=key, attempt=attempt, spec=record["spec"], resume=resume, workdir=workdir,
                              kind=record.get("kind", "run"), requires=tuple(record.get("requires") or ()),
