@@ -144,6 +144,27 @@ def unigram_baseline(data: Encoded) -> float:
     return float(np.bincount(ids).max() / len(ids))
 
 
+def pretrain_record(spec: PretrainSpec, key: str, end: dict[str, Any], last: dict[str, Any],
+                    objective: MlmObjective, data: Encoded, held_out: Encoded, *, wall_s: float) -> dict[str, Any]:
+    """A pretraining's record from the loop's train_end event and its last evaluation; ``wall_s``: this
+    attempt's seconds."""
+    cfg, device = objective.cfg, objective.cfg.device
+    mean_tokens = float(data.lengths().sum()) / len(data)
+    losses = end.get("losses", [])
+    return {
+        "name": f"lab:{spec.name}", "corpus": spec.corpus, "size": spec.size, "start": spec.start,
+        "train": spec.train, "steps": end["steps_done"],
+        "total_steps": end["total_steps"], "tokens_seen": int(end["steps_done"] * spec.batch_size * mean_tokens),
+        "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
+        "eval_accuracy": last.get("value"), "best_step": end["best_step"],
+        "unigram_baseline_accuracy": unigram_baseline(held_out), "wall_s": wall_s,
+        "precision": cfg.precision, "device": device, "threads": torch.get_num_threads(),
+        **devices.speed_fields(device, cfg.precision, end["samples_per_s"] * mean_tokens,
+                               counted_flops_per_token(objective, data, device)),
+        "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
+        "spec": spec.__dict__, "key": key}
+
+
 def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = None,
                   should_stop: StopFn = lambda: None, resume: bool = False, checkpoint_every: int = 0,
                   threads: int | None = None, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
@@ -205,21 +226,8 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
             continue
         yield event
     status = end["status"]
-    last = evals[-1] if evals else {}
-    losses = end.get("losses", [])
-    record: dict[str, Any] = {
-        "name": f"lab:{spec.name}", "corpus": spec.corpus, "size": spec.size, "start": spec.start,
-        "train": spec.train, "steps": end["steps_done"],
-        "total_steps": end["total_steps"], "tokens_seen": int(end["steps_done"] * spec.batch_size * mean_tokens),
-        "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
-        "eval_accuracy": last.get("value"), "best_step": end["best_step"],
-        "unigram_baseline_accuracy": unigram_baseline(held_out),
-        "wall_s": round(time.time() - started, 1),  # this attempt's
-        "precision": cfg.precision, "device": device, "threads": torch.get_num_threads(),
-        **devices.speed_fields(device, cfg.precision, end["samples_per_s"] * mean_tokens,
-                               counted_flops_per_token(objective, data, device)),
-        "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
-        "spec": spec.__dict__, "key": key}
+    record = pretrain_record(spec, key, end, evals[-1] if evals else {}, objective, data, held_out,
+                             wall_s=round(time.time() - started, 1))
     if status != "done":
         yield ResultEvent(status=status, record={**record, "error": end.get("error")}).to_dict()
         return
