@@ -11,7 +11,7 @@ import streamlit as st
 
 from labcore.door.data import assets
 from labcore.door.recipes import RECIPES, demos
-from labcore.door.runs import ACTIVE, FINISHED, resolve_spec, result_of
+from labcore.door.runs import resolve_spec, result_of
 from labcore.door.views import fmt_duration
 from labcore.errors import LabError
 from pages import common, state
@@ -123,7 +123,7 @@ def _demo_view(demo: demos.Demo) -> None:
         st.info(f"**{demo.title}** has not run in this store yet: press its button above.")
         return
     st.subheader(f"Demo: {demo.title}")
-    active = any(r["status"] in ACTIVE for r in records)
+    active = any(r.active for r in records)
     st.markdown(f"**What to watch:** {demo.watch}  \n**The paper's claim:** {demo.claim}")
     st.session_state.setdefault("keep.home.smoothing", 0.6)
     live = common.live_runs(store, keys, demo.roles, fragment_key=f"demo-{demo.name}",
@@ -137,9 +137,9 @@ def _demo_view(demo: demos.Demo) -> None:
     pairs = demos.demo_records(demo, results, keys)
     if pairs:
         st.success("**What happened:** " + demos.summarize_demo([r for _, r in pairs], [role for role, _ in pairs]))
-    stopped = [r for r in records if r["status"] not in FINISHED]
+    stopped = [r for r in records if not r.finished]
     if stopped:
-        st.warning("Some runs did not finish (" + ", ".join(f"{r['label']}: {r['status']}" for r in stopped)
+        st.warning("Some runs did not finish (" + ", ".join(f"{r.label}: {r.status}" for r in stopped)
                    + "). Resume or retry them on **Runs**.")
     cols = st.columns(3)
     cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",

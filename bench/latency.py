@@ -68,8 +68,8 @@ def main() -> int:
              lambda: any(w["state"] == "idle" for w in store.workers()), 300, poll=0.05)
         print(f"worker {worker.pid} warm after {time.perf_counter() - started:.1f} s (torch and engine imported)")
         warm = store.submit(new_job(spec(10_000))).key
-        wait("the warm-up run", lambda: store.get(warm)["status"] not in ACTIVE, 600, poll=0.05)
-        print(f"warm-up run {store.get(warm)['status']} ({store.get(warm).get('error', '')})")
+        wait("the warm-up run", lambda: store.get(warm).status not in ACTIVE, 600, poll=0.05)
+        print(f"warm-up run {store.get(warm).status} ({store.get(warm).error})")
 
         first_event, cached, keys = [], [], []
         for seed in range(args.repeat):
@@ -83,14 +83,14 @@ def main() -> int:
 
             wait("the first step event", first_step, 120)
             first_event.append(time.perf_counter() - t0)
-            wait("the run to end", lambda key=key: store.get(key)["status"] not in ACTIVE, 600, poll=0.05)
-            print(f"run {seed}: first step event after {first_event[-1]:.3f} s; {store.get(key)['status']}")
+            wait("the run to end", lambda key=key: store.get(key).status not in ACTIVE, 600, poll=0.05)
+            print(f"run {seed}: first step event after {first_event[-1]:.3f} s; {store.get(key).status}")
         for seed, key in enumerate(keys):
             t0 = time.perf_counter()
             submission = store.submit(new_job(spec(seed)))
             record = store.get(submission.key)
             cached.append(time.perf_counter() - t0)
-            assert submission.outcome == "cached" and record["status"] == "done" and record["result"], submission
+            assert submission.outcome == "cached" and record.status == "done" and record.result, submission
             print(f"run {seed}: cached result after {cached[-1] * 1000:.2f} ms")
     finally:
         stop_workers(store, timeout_s=30)

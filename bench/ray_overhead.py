@@ -44,7 +44,7 @@ def measure(executor, name: str, events: int, job_count: int, nonce: int) -> tup
     store = executor.store
     # Warm-up: the claimer's first job of the kind (Ray: a worker process is started and leased).
     warm = executor.submit(PingSpec(n=3, nonce=nonce)).key
-    wait(f"{name}: the warm-up job", lambda: store.get(warm)["status"] not in ACTIVE, 300, poll=0.01)
+    wait(f"{name}: the warm-up job", lambda: store.get(warm).status not in ACTIVE, 300, poll=0.01)
 
     key = executor.submit(PingSpec(n=events, nonce=nonce + 1)).key
     latencies: list[float] = []
@@ -53,17 +53,17 @@ def measure(executor, name: str, events: int, job_count: int, nonce: int) -> tup
         new, cursor = store.read_events(key, cursor)
         now = time.time()
         latencies += [now - e["t"] for e in new if e["type"] == "tick"]
-        if store.get(key)["status"] not in ACTIVE and not new:
+        if store.get(key).status not in ACTIVE and not new:
             break
         time.sleep(0.001)
     if len(latencies) != events:
-        raise SystemExit(f"bench: {name} streamed {len(latencies)} of {events} events ({store.get(key)['status']})")
+        raise SystemExit(f"bench: {name} streamed {len(latencies)} of {events} events ({store.get(key).status})")
 
     overheads: list[float] = []
     for i in range(job_count):
         t0 = time.perf_counter()
         job = executor.submit(PingSpec(n=0, nonce=nonce + 2 + i)).key
-        wait(f"{name}: job {i}", lambda job=job: store.get(job)["status"] not in ACTIVE, 120)
+        wait(f"{name}: job {i}", lambda job=job: store.get(job).status not in ACTIVE, 120)
         overheads.append(time.perf_counter() - t0)
     print(f"{name:5}: per event p50 {percentile(latencies, .5) * 1e3:6.2f} ms  p95 {percentile(latencies, .95) * 1e3:6.2f} ms"
           f"  ({events} events) | per job median {statistics.median(overheads):.3f} s  p95 "

@@ -305,8 +305,8 @@ def specs_of(case: Case, seeds: int) -> list:
 def done_records(executor) -> list[RunRecord]:
     """The finished runs of the model and protocol: what New experiment reads its speed from."""
     wanted = (MODEL, PROTOCOL)
-    keys = [r["key"] for r in executor.store.runs(status="done")
-            if (r.get("spec", {}).get("model"), r.get("spec", {}).get("protocol")) == wanted]
+    keys = [r.key for r in executor.store.runs(status="done")
+            if (r.spec.get("model"), r.spec.get("protocol")) == wanted]
     return [RunRecord.from_dict(result) for key in keys if (result := executor.result(key))]
 
 
@@ -346,8 +346,8 @@ def report(case: Case, specs: list, executor) -> None:
     missing = 0
     for spec in specs:
         record = executor.result(resolve_spec(spec).key)
-        if record and record.get("status") == "done":
-            by_init[spec.init].append(RunRecord.from_dict(record))
+        if record and (run := RunRecord.from_dict(record)).status == "done":
+            by_init[spec.init].append(run)
         else:
             missing += 1
     for init, runs in by_init.items():
@@ -431,7 +431,8 @@ def main() -> None:
         specs = specs_of(case, seeds)
         if budget is not None:
             specs, budget = specs[:budget], budget - len(specs[:budget])
-        finished = sum(1 for s in specs if (r := executor.result(resolve_spec(s).key)) and r.get("status") == "done")
+        finished = sum(1 for s in specs
+                       if (r := executor.result(resolve_spec(s).key)) and RunRecord.from_dict(r).status == "done")
         per_run = guess.seconds if guess else 0.0
         say("plan", f"{len(specs)} runs ({', '.join(INITS)} x {seeds} seed(s)"
                     f"{f' x {case.folds} folds' if case.folds else ''}{', capped by --max-runs' if args.max_runs else ''}"

@@ -29,7 +29,7 @@ import pandas as pd
 from labcore.errors import LabError
 from labcore.record import RunRecord
 from labcore.spec import RunSpec, make_spec
-from labcore.store import FINISHED, STOPPED, Store, Submission, open_store
+from labcore.store import JobRecord, Store, Submission, open_store
 
 # Fields whose value is itself a mapping or a table: a list there is the value, never a sweep's options.
 _WHOLE_FIELDS = ("discipline_params", "protocol_params", "mapping_table")
@@ -152,22 +152,23 @@ def submit(*, group: str | None = None, priority: str = "interactive", who: str 
 
 def wait(key: str, *, store: Store | str | None = None, timeout_s: float | None = None) -> RunRecord:
     """The record of run ``key`` (a prefix will do) once it has finished; raises if it stopped otherwise."""
-    return RunRecord.from_dict(_finished_job(_store(store), key, timeout_s)["result"])
+    return RunRecord.from_dict(_finished_job(_store(store), key, timeout_s).result)
 
 
-def _finished_job(the_store: Store, key: str, timeout_s: float | None = None) -> dict[str, Any]:
+def _finished_job(the_store: Store, key: str, timeout_s: float | None = None) -> JobRecord:
     """The stored record of job ``key`` once it has finished (polled); an error naming why if it stopped."""
     key = the_store.resolve_key(key)
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
-        record = the_store.get(key) or {}
-        if record.get("status") in FINISHED:
+        record = the_store.get(key)
+        if record is not None and record.finished:
             return record
-        if record.get("status") in STOPPED:
-            raise LabError(f"job {key} is {record['status']}: {record.get('error') or 'no result'}; "
+        if record is not None and record.stopped:
+            raise LabError(f"job {key} is {record.status}: {record.error or 'no result'}; "
                            f"`python -m labcore tail {key[:12]}` shows why")
         if deadline is not None and time.monotonic() > deadline:
-            raise LabError(f"job {key} is still {record.get('status', 'unknown')} after {timeout_s:g} s")
+            raise LabError(f"job {key} is still {record.status if record is not None else 'unknown'} after "
+                           f"{timeout_s:g} s")
         time.sleep(POLL_S)
 
 
@@ -182,14 +183,14 @@ it is an accuracy over a known number of examples, the validation metric, the ma
 (tokens/s, samples/s), where it trained and how long it took. Runs without a result have empty result cells."""
 
 
-def _row(record: dict[str, Any]) -> dict[str, Any]:
+def _row(record: JobRecord) -> dict[str, Any]:
     from labcore import metrics
 
-    result = RunRecord.from_dict(record["result"]) if record.get("result") else None
-    row: dict[str, Any] = {"key": record["key"], "label": record.get("label", ""), "status": record["status"],
-                           "groups": ",".join(record.get("groups") or []),
-                           "requester": record.get("started_by") or ",".join(record.get("requesters") or []),
-                           **{name: (record.get("spec") or {}).get(name) for name in SPEC_COLUMNS}}
+    result = RunRecord.from_dict(record.result) if record.result else None
+    row: dict[str, Any] = {"key": record.key, "label": record.label, "status": record.status,
+                           "groups": ",".join(record.groups or []),
+                           "requester": record.started_by or ",".join(record.requesters or []),
+                           **{name: (record.spec or {}).get(name) for name in SPEC_COLUMNS}}
     if result is not None:
         low = high = None
         if result.metric == "accuracy" and result.test_examples and result.test_value is not None:
@@ -200,7 +201,7 @@ def _row(record: dict[str, Any]) -> dict[str, Any]:
                    steps_done=result.steps_done, tokens_per_s=result.tokens_per_s or None,
                    samples_per_s=result.samples_per_s, device=result.device, device_name=result.device_name,
                    precision=result.precision, wall_time_s=result.wall_time_s)
-    row["error"] = record.get("error") or ""
+    row["error"] = record.error or ""
     return row
 
 
@@ -242,7 +243,7 @@ def curves(keys: str | Iterable[str] | None = None, *, group: str | None = None,
     the_store = _store(store)
     rows = []
     for key in run_keys(the_store, keys, group):
-        label = the_store.record(key).get("label", "")
+        label = the_store.record(key).label
         rows += [{"key": key, "label": label, "curve": name, "step": int(step), "value": float(value)}
                  for name, points in run_curves(the_store, key).items() for step, value in points]
     return pd.DataFrame(rows, columns=["key", "label", "curve", "step", "value"])
@@ -328,7 +329,7 @@ def analyze(kind: str, *, models: Sequence[str] | None = None, background: bool 
     job = SPEC_TYPES[kind](**fields)
     if not background:
         return cli_analyze.analyze_here(job, the_store)
-    return _finished_job(the_store, _executor(the_store, True).submit(job).key)["result"]
+    return _finished_job(the_store, _executor(the_store, True).submit(job).key).result
 
 
 # ------------------------------------------------------------------------------------------- recipes

@@ -38,8 +38,9 @@ from labcore.archive_models import KEY_PATTERN
 from labcore.data.upload import NAME_PATTERN, uploads_dir
 from labcore.errors import LabError
 from labcore.models import models_dir
-from labcore.store import FINISHED, Store
+from labcore.store import JobRecord, Store
 from labcore.store.artifacts import RECORD_FILE
+from labcore.store.job_record import job_record
 from labcore.store.selection import Selection
 
 FORMAT = "transferlab-archive/1"
@@ -85,9 +86,11 @@ def _with_inputs(store: Store, keys: list[str]) -> list[str]:
         if key in wanted:
             continue
         wanted.add(key)
-        record = store.table.get(key) or {}
-        needed = list(record.get("requires") or [])
-        needed += [archive_models.maker_key(name) for name in archive_models.named_models(record.get("spec"))]
+        record = _stored(store, key)
+        if record is None:
+            continue
+        needed = list(record.requires or [])
+        needed += [archive_models.maker_key(name) for name in archive_models.named_models(record.spec)]
         todo += [k for k in needed if k and store.table.get(k)]
     return [k for k in store.table.keys() if k in wanted]
 
@@ -101,8 +104,13 @@ def _chosen(store: Store, selection: Selection) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def _upload_of(record: dict[str, Any]) -> str:
-    discipline = (record.get("spec") or {}).get("discipline", "")
+def _stored(store: Store, key: str) -> JobRecord | None:
+    """A job's record as stored: an archive takes finished jobs only, so no running one is checked for life."""
+    return job_record(store.table.get(key))
+
+
+def _upload_of(record: JobRecord) -> str:
+    discipline = (record.spec or {}).get("discipline", "")
     return discipline[len(UPLOAD_PREFIX):] if isinstance(discipline, str) and discipline.startswith(UPLOAD_PREFIX) else ""
 
 
@@ -110,8 +118,8 @@ def _members(store: Store, keys: list[str], uploads: list[str], models: list[str
              weights: bool) -> Iterator[tuple[str, bytes | Path]]:
     """(archive name, bytes or a file to copy) of everything but the manifest."""
     for key in keys:
-        record = store.table.get(key)
-        yield f"jobs/{key}/{RECORD_FILE}", json.dumps(record, sort_keys=True).encode()
+        record = _stored(store, key)
+        yield f"jobs/{key}/{RECORD_FILE}", json.dumps(record.to_dict(), sort_keys=True).encode()
         yield f"jobs/{key}/events.json", json.dumps(store.streams.chunks(key)).encode()
         for name, path in store.artifacts(key).items():
             if name == RECORD_FILE or (not weights and path.suffix in WEIGHT_SUFFIXES):
@@ -147,15 +155,15 @@ def export(store: Store, path: Path | str, selection: Selection = Selection(), *
     """Write the selected finished jobs (all of the lab's, with an empty selection) into one archive file."""
     path = Path(path)
     chosen = _chosen(store, selection)
-    finished = [k for k in chosen if (store.table.get(k) or {}).get("status") in FINISHED]
+    finished = [k for k in chosen if (r := _stored(store, k)) is not None and r.finished]
     if not finished:
         raise LabError(f"nothing to archive: none of the {len(chosen)} selected job(s) is finished")
     keys = _with_inputs(store, finished)
-    keys = [k for k in keys if store.table.get(k)["status"] in FINISHED]
-    records = {k: store.table.get(k) for k in keys}
+    records = {k: r for k in keys if (r := _stored(store, k)).finished}
+    keys = list(records)
     uploads = sorted({u for r in records.values() if (u := _upload_of(r)) and (uploads_dir() / u).is_dir()})
     models, absent = archive_models.present(
-        sorted({name for r in records.values() for name in archive_models.named_models(r.get("spec"))}))
+        sorted({name for r in records.values() for name in archive_models.named_models(r.spec)}))
     members = list(_members(store, keys, uploads, models, weights))
     sums = {name: _sha256(data) for name, data in members}
     groups = {}
@@ -165,7 +173,7 @@ def export(store: Store, path: Path | str, selection: Selection = Selection(), *
             groups[name] = inside
     manifest = {
         "format": FORMAT, "created_at": time.time(), "weights": weights,
-        "jobs": [{"key": k, "kind": r.get("kind", "run"), "label": r.get("label", "")} for k, r in records.items()],
+        "jobs": [{"key": k, "kind": r.kind, "label": r.label} for k, r in records.items()],
         "groups": groups, "uploads": uploads, "models": models,
         "members": {name: {"sha256": digest, "size": size} for name, (digest, size) in sums.items()},
     }

@@ -308,7 +308,7 @@ def present(records: Iterable[RunRecord]) -> tuple[list[str], list[Protocol]]:
 # ------------------------------------------------------------------------------------- the store and jobs
 def finished_runs(store: Any) -> list[RunRecord]:
     """The result records of the store's finished runs, in submission order."""
-    return [RunRecord.from_dict(r["result"]) for r in store.runs(status="done") if r.get("result")]
+    return [RunRecord.from_dict(r.result) for r in store.runs(status="done") if r.result]
 
 
 def logme_key(spec: LogMESpec) -> str:
@@ -331,8 +331,8 @@ def estimates_from_store(store: Any, specs: Iterable[LogMESpec]) -> dict[LogMESp
     out = {}
     for spec in specs:
         record = store.get(logme_key(spec))
-        if record is not None and record["status"] == "done":
-            value = estimate_of(record.get("result"), spec.models[0].model)
+        if record is not None and record.status == "done":
+            value = estimate_of(record.result, spec.models[0].model)
             if value is not None:
                 out[spec] = value
     return out

@@ -204,7 +204,7 @@ def cmd_body(args: argparse.Namespace) -> int:
     store = open_store(args.store)
     key = store.resolve_key(args.key)
     record = store.get(key)
-    if record is None or record.get("kind", "run") != "run":
+    if record is None or record.kind != "run":
         raise LabError(f"{args.key} is not a run in {store.root}")
     print(f"run:{key} -> {ensure_run_body(record, store.workdir(key))}")
     return 0

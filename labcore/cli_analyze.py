@@ -94,15 +94,15 @@ def analyze_here(spec, store, log=lambda _m: None) -> dict:
     """Run one analysis spec in this process (a finished one comes from the store) and return its result."""
     job = jobs.new_job(spec)
     cached = store.get(job.key)
-    if cached is not None and cached["status"] == "done":
+    if cached is not None and cached.status == "done":
         log(f"{job.label}: from the store")
-        return cached["result"]
+        return cached.result
     kind = jobs.get_kind(job.kind)
     inputs = {}
     for key in job.requires:
         record = store.record(key)
-        if record["status"] not in ("done", "diverged"):
-            raise LabError(f"run {key} is {record['status']}: analyses of fine-tuned weights need a finished run")
+        if not record.finished:
+            raise LabError(f"run {key} is {record.status}: analyses of fine-tuned weights need a finished run")
         inputs[key] = jobs.JobInput(record=record, workdir=store.workdir(key))
     started = time.perf_counter()
     result = None

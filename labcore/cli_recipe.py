@@ -127,7 +127,7 @@ def _print_progress(store: Store, recipe: Recipe, plan, progress: Progress, seen
     for key in progress.running_keys:
         if key not in seen:
             seen[key] = "running"
-            print(f"  running: {(store.get(key) or {}).get('label', key)}", flush=True)
+            print(f"  running: {record.label if (record := store.get(key)) is not None else key}", flush=True)
     for error in progress.errors:
         if error not in seen:
             seen[error] = "error"

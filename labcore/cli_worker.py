@@ -20,7 +20,7 @@ from labcore.executor import Executor, executor_for
 from labcore.fmt import fmt_age
 from labcore.pool import add_worker_arguments
 from labcore.record import RunRecord
-from labcore.store import ACTIVE, Store, Submission, open_store
+from labcore.store import Store, Submission, open_store
 
 
 def add_commands(subparsers: argparse._SubParsersAction) -> None:
@@ -112,7 +112,7 @@ def cmd_submit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"key": submission.key, "status": submission.status, "outcome": submission.outcome}))
     else:
-        print(f"{submission.key} {submission.status} ({submission.outcome}) {submission.record.get('label', '')}")
+        print(f"{submission.key} {submission.status} ({submission.outcome}) {submission.record.label}")
     _worker_hint(executor.store, [submission])
     if args.follow:
         return _tail(executor.store, submission.key, follow=True, as_json=False)
@@ -125,7 +125,7 @@ def queue_sweep(specs: list, args: argparse.Namespace) -> int:
     executor = _executor(args)
     submissions = executor.submit_group(name, specs)
     for s in submissions:
-        print(f"{s.key} {s.status:10} {s.outcome:8} {s.record.get('label', '')}")
+        print(f"{s.key} {s.status:10} {s.outcome:8} {s.record.label}")
     counts = {o: sum(s.outcome == o for s in submissions) for o in ("queued", "cached", "existing", "resumed",
                                                                       "requeued")}
     print(f"sweep {name!r}: {len(submissions)} specs, " + ", ".join(f"{n} {o}" for o, n in counts.items() if n)
@@ -140,17 +140,17 @@ def cmd_status(args: argparse.Namespace) -> int:
         key = store.resolve_key(args.key)
         status = store.status(key)
         if args.json:
-            print(json.dumps(status.record, default=str))
+            print(json.dumps(status.record.to_dict(), default=str))
             return 0
         record = status.record
         print(f"{key}  {status.status}  {status.label}")
         progress = f"step {status.step}" + (f"/{status.total_steps}" if status.total_steps else "")
         if status.loss is not None:
             progress += f", loss {status.loss:.4f}"
-        print(f"  {progress}; attempt {record.get('attempt', 0)}, pid {record.get('pid') or '-'}, "
-              f"submitted {fmt_age(record.get('submitted_at'))}, started {fmt_age(record.get('started_at'))}"
+        print(f"  {progress}; attempt {record.attempt}, pid {record.pid or '-'}, "
+              f"submitted {fmt_age(record.submitted_at)}, started {fmt_age(record.started_at)}"
               + (f", heartbeat {status.heartbeat_age_s:.1f}s ago" if status.heartbeat_age_s is not None else ""))
-        result = record.get("result") or {}
+        result = record.result or {}
         if result.get("test") and RunRecord.from_dict(result).untrained:
             print("  test: none (it stopped before its first validation: untrained weights)")
         elif result.get("test"):
@@ -166,20 +166,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     records = store.jobs(group=args.group)
     if args.json:
-        print(json.dumps(records, default=str))
+        print(json.dumps([r.to_dict() for r in records], default=str))
         return 0
     workers = store.workers()
     print(f"{len(workers)} worker(s) alive" + (": " + ", ".join(f"{w['pid']} ({w['state']})" for w in workers)
                                                 if workers else ""))
     for record in records:
-        kind = record.get("kind", "run")
-        line = f"{record['key'][:12]}  {record['status']:11}  " + ("" if kind == "run" else f"[{kind}] ") \
-            + record.get("label", "")
-        if record["status"] == "running":
-            beat = store.heartbeat_of(record["key"]) or {}
+        kind = record.kind
+        line = f"{record.key[:12]}  {record.status:11}  " + ("" if kind == "run" else f"[{kind}] ") \
+            + record.label
+        if record.status == "running":
+            beat = store.heartbeat_of(record.key) or {}
             line += f"  step {beat.get('step', 0)}/{beat.get('total_steps', 0) or '?'}"
-        elif record.get("error"):
-            line += f"  ({record['error'][:80]})"
+        elif record.error:
+            line += f"  ({record.error[:80]})"
         print(line)
     return 0
 
@@ -218,8 +218,8 @@ def _tail(store: Store, key: str, *, follow: bool, as_json: bool) -> int:
         return 130
     record = store.record(key)
     if not as_json:
-        print(f"{key} {record['status']}" + (f": {record['error']}" if record.get("error") else ""))
-    return 0 if record["status"] in ("done", "diverged") or record["status"] in ACTIVE else 1
+        print(f"{key} {record.status}" + (f": {record.error}" if record.error else ""))
+    return 0 if record.finished or record.active else 1
 
 
 __all__ = ["add_commands", "add_queue_arguments", "queue_sweep"]

@@ -25,7 +25,7 @@ from labcore import jobs
 from labcore.errors import LabError
 from labcore.paths import env_number
 from labcore.registry import Registry
-from labcore.store import FINISHED, JobStatus, NewJob, Store, Submission, Withdrawal, open_store
+from labcore.store import JobStatus, NewJob, Store, Submission, Withdrawal, open_store
 
 
 class Executor(Protocol):
@@ -136,7 +136,7 @@ class _StoreExecutor:
 
     def result(self, key: str) -> dict[str, Any] | None:
         record = self.store.get(key)
-        return record.get("result") if record is not None and record["status"] in FINISHED else None
+        return record.result if record is not None and record.finished else None
 
 
 class LocalExecutor(_StoreExecutor):
@@ -261,7 +261,7 @@ class RayExecutor(LocalExecutor):
         """Refuse jobs that ask for more than any node of the cluster has (Ray would queue them forever).
 
         A finished key is a result, not work: it is neither checked nor waited for."""
-        new = [job for job in new if (self.store.get(job.key) or {}).get("status") not in FINISHED]
+        new = [job for job in new if not ((record := self.store.get(job.key)) is not None and record.finished)]
         if not new:
             return
         nodes = self.cluster()["nodes"]

@@ -244,7 +244,7 @@ class RayPump(ClaimLoop):
         need = Resources.from_dict(claim.resources)
         sink = EventSink(self.store, claim.key, self.store.settings, attempt=claim.attempt)
         try:
-            inputs = {key: (self.store.record(key), str(self.store.workdir(key))) for key in claim.requires}
+            inputs = {key: (self.store.record(key).to_dict(), str(self.store.workdir(key))) for key in claim.requires}
             spec = {"key": claim.key, "attempt": claim.attempt, "kind": claim.kind, "spec": claim.spec,
                     "workdir": str(claim.workdir), "resume": claim.resume, "inputs": inputs,
                     "checkpoint_every": self.store.settings.checkpoint_every,

@@ -21,7 +21,7 @@ from labcore import jobs
 from labcore.attempt import Outcome, OutputCapture, run_attempt
 from labcore.events import LogEvent, NodeEvent
 from labcore.jobs import JobContext, JobInput
-from labcore.store import HOST
+from labcore.store import HOST, JobRecord
 
 
 def stop_file(workdir: Path, attempt: int) -> Path:
@@ -61,7 +61,7 @@ def task(job: dict[str, Any]) -> Iterator[dict[str, Any] | Outcome]:
     stop = stop_file(workdir, job["attempt"])
     ctx = JobContext(workdir=workdir, should_stop=lambda: _read_stop(stop), resume=job["resume"],
                      checkpoint_every=job["checkpoint_every"], threads=job["threads"],
-                     inputs={key: JobInput(record=record, workdir=Path(folder))
+                     inputs={key: JobInput(record=JobRecord.from_dict(record), workdir=Path(folder))
                              for key, (record, folder) in job["inputs"].items()})
     load_error = ""
     try:

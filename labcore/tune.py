@@ -43,7 +43,7 @@ from labcore.executor import executor_for, executor_kind
 from labcore.jobs.run import resolve_run
 from labcore.record import RunRecord
 from labcore.spec import RunSpec, make_spec
-from labcore.store import ACTIVE, Store, open_store
+from labcore.store import ACTIVE, JobRecord, Store, open_store
 
 STEP = "step"  # ASHA's time: the training step of an evaluation
 METRIC = "validation"  # the discipline's validation metric, higher is better for every discipline
@@ -93,13 +93,13 @@ def follow(config: dict[str, Any], trial: _Trial) -> None:
             tune.report({STEP: reported, METRIC: float(event["value"]), "metric": event.get("metric", ""),
                          "key": key, "total_steps": total})
     record = store.record(key)
-    if record["status"] in ("failed", "dead") or not record.get("result"):
-        raise LabError(f"run {key} ended {record['status']}: {record.get('error') or 'without a result'} "
+    if record.status in ("failed", "dead") or not record.result:
+        raise LabError(f"run {key} ended {record.status}: {record.error or 'without a result'} "
                        f"(its log: python -m labcore status {key[:12]})")
-    result = RunRecord.from_dict(record["result"])
+    result = RunRecord.from_dict(record.result)
     tune.report({STEP: max(reported, result.steps_done), METRIC: result.validation.get(result.metric, math.nan),
                  "metric": result.metric, "key": key, "total_steps": result.total_steps or total,
-                 "ended": record["status"]})
+                 "ended": record.status})
 
 
 def stop_early(store: Store, key: str, step: int, value: float, metric: str) -> bool:
@@ -113,10 +113,10 @@ def stop_early(store: Store, key: str, step: int, value: float, metric: str) -> 
     return True
 
 
-def stopped_early(record: dict[str, Any]) -> bool:
+def stopped_early(record: JobRecord) -> bool:
     """Whether ASHA stopped this run: it ended ``cancelled`` by ASHA, or will at its next step (the store says
     so; Tune keeps its scheduler's state to itself). A run that reached its end first is not."""
-    return record.get("cancelled_by") == STOPPED_BY and record["status"] in ("cancelled", *ACTIVE)
+    return record.cancelled_by == STOPPED_BY and record.status in ("cancelled", *ACTIVE)
 
 
 class StoreAsha(AsyncHyperBandScheduler):
@@ -183,7 +183,7 @@ class TuneOutcome:
     scheduler: StoreAsha  # the scheduler given to Tune (Tune runs a copy of it: its state is not in here)
     searched: dict[str, tuple[Any, ...]]
     grid: Any  # Tune's ResultGrid
-    records: list[dict[str, Any]]  # the trials' runs in the store, in submission order
+    records: list[JobRecord]  # the trials' runs in the store, in submission order
     best: dict[str, Any] | None  # the best run trained to its last step: key, config, validation, metric
     wall_s: float
 
@@ -272,11 +272,11 @@ def _settle(store: Store, name: str) -> None:
     tests its best checkpoint on validation and test: on a busy CPU that takes a minute or more.)"""
     keys = store.group(name)["keys"]
     for key in keys:
-        record = store.get(key) or {}
-        if record.get("status") in ACTIVE and not record.get("cancel_requested"):
+        record = store.get(key)
+        if record is not None and record.active and not record.cancel_requested:
             store.cancel(key, "Ray Tune (the sweep ended before this trial did)")
     deadline = time.time() + SETTLE_S
-    while time.time() < deadline and any((store.get(k) or {}).get("status") in ACTIVE for k in keys):
+    while time.time() < deadline and any((r := store.get(k)) is not None and r.active for k in keys):
         time.sleep(store.settings.poll_every_s)
 
 
@@ -308,12 +308,12 @@ class Savings:
         return self.steps_planned - self.steps_trained
 
 
-def savings(records: list[dict[str, Any]]) -> Savings:
+def savings(records: list[JobRecord]) -> Savings:
     """Pure: the figures of a sweep's run records."""
-    ended = [(record, RunRecord.from_dict(record["result"])) for record in records if record.get("result")]
+    ended = [(record, RunRecord.from_dict(record.result)) for record in records if record.result]
     saved_s = sum((result.total_steps - result.steps_done) * result.spec["batch_size"] / result.samples_per_s
                   for record, result in ended if stopped_early(record) and result.samples_per_s > 0)
-    return Savings(trials=len(records), done=sum(r["status"] == "done" for r in records),
+    return Savings(trials=len(records), done=sum(r.status == "done" for r in records),
                    stopped=sum(stopped_early(r) for r in records),
                    steps_planned=sum(result.total_steps for _, result in ended),
                    steps_trained=sum(result.steps_done for _, result in ended), saved_s=saved_s)
@@ -323,14 +323,14 @@ def trial_rows(outcome: TuneOutcome) -> list[dict[str, Any]]:
     """Pure: one row per trial's run: its searched values, how it ended, its steps and best validation."""
     rows = []
     for record in outcome.records:
-        result = RunRecord.from_dict(record["result"]) if record.get("result") else None
+        result = RunRecord.from_dict(record.result) if record.result else None
         ended = ("stopped early by ASHA" if stopped_early(record) else
-                 f"cancelled by {record['cancelled_by'] or 'the command line'}"
-                 if record["status"] == "cancelled" and record.get("cancelled_by") is not None else record["status"])
-        row = {"key": record["key"][:12], **{k: record["spec"].get(k) for k in outcome.searched}, "ended": ended}
+                 f"cancelled by {record.cancelled_by or 'the command line'}"
+                 if record.status == "cancelled" and record.cancelled_by is not None else record.status)
+        row = {"key": record.key[:12], **{k: record.spec.get(k) for k in outcome.searched}, "ended": ended}
         if result is not None:
             row.update(steps=f"{result.steps_done:,}/{result.total_steps:,}",
                        validation=result.validation.get(result.metric), test=result.test_value
-                       if record["status"] == "done" else None)
+                       if record.status == "done" else None)
         rows.append(row)
     return rows

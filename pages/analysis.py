@@ -12,7 +12,7 @@ import streamlit as st
 from labcore.door.catalogue import backbones, known_layers
 from labcore.door.data import disciplines
 from labcore.door.jobs import ANALYSES, CURVES, SPEC_TYPES, ModelRef, curve_figure, curve_specs, curve_table
-from labcore.door.runs import ACTIVE, FINISHED, STOPPED, make_spec, results
+from labcore.door.runs import make_spec, results
 from labcore.door.views import figures
 from labcore.errors import LabError
 from pages import common, state
@@ -39,7 +39,7 @@ def model_options(store) -> dict[str, ModelRef]:
         for seed in range(3):
             options[f"{name} · random init, seed {seed}"] = ModelRef(model=name, init="random", seed=seed)
     for record in store.runs(status="done")[::-1][:50]:
-        options[f"run {record['key'][:8]} · fine-tuned · {record.get('label', '')}"] = ModelRef(run=record["key"])
+        options[f"run {record.key[:8]} · fine-tuned · {record.label}"] = ModelRef(run=record.key)
     return options
 
 
@@ -78,7 +78,7 @@ def analysis_form(store, executor) -> None:
 # --------------------------------------------------------------------------------------------------- result
 def results_section(store) -> None:
     """The analysis named in the address (else the newest) and the list of earlier ones."""
-    analysis_keys = [r["key"] for r in store.jobs() if r.get("kind") in ANALYSES][::-1]
+    analysis_keys = [r.key for r in store.jobs() if r.kind in ANALYSES][::-1]
     shown = state.qp("job") or (analysis_keys[0] if analysis_keys else None)
     if shown is None:
         st.info("No analysis yet: pick one above and press **Run analysis**. With the tiny defaults each takes "
@@ -86,8 +86,9 @@ def results_section(store) -> None:
         st.stop()
     with st.expander(f"Earlier analyses ({len(analysis_keys)})"):
         for key in analysis_keys[:30]:
-            record = store.get(key) or {}
-            st.markdown(f"[{record.get('label', key)}](?job={key}) · {common.status_label(record)}")
+            record = store.get(key)
+            if record is not None:  # deleted since the list was read
+                st.markdown(f"[{record.label_or(key)}](?job={key}) · {common.status_label(record)}")
 
     result_view(store, shown)
 
@@ -98,16 +99,16 @@ def result_view(store, shown: str) -> None:
     if record is None:
         st.error(f"There is no analysis {shown!r} in the store; pick one from the list above.")
         return
-    st.subheader(record.get("label", shown))
-    if record["status"] in ACTIVE:
+    st.subheader(record.label_or(shown))
+    if record.active:
         lines = [e.get("message", "") for e in store.events(shown) if e.get("type") == "log"]
-        st.info(f":material/hourglass_top: {record['status']} · " + (lines[-1] if lines else "waiting for a worker"))
+        st.info(f":material/hourglass_top: {record.status} · " + (lines[-1] if lines else "waiting for a worker"))
         return
-    if record["status"] in STOPPED:
-        st.error(f"The analysis {record['status']}: {record.get('error') or 'no message; its log may say why'}")
+    if record.stopped:
+        st.error(f"The analysis {record.status}: {record.error or 'no message; its log may say why'}")
         return
-    result = record.get("result") or {}
-    kind = record["kind"]
+    result = record.result or {}
+    kind = record.kind
     for note in result.get("notes", []):
         st.warning(note)
     st.plotly_chart(figures.analysis_figure(kind, result), key=f"fig-{shown}")
@@ -116,7 +117,7 @@ def result_view(store, shown: str) -> None:
     st.download_button("Table (CSV)", table.to_csv(), file_name=f"{kind}-{shown[:8]}.csv", key=f"csv-{shown}")
     st.download_button("Result (JSON)", json.dumps(result), file_name=f"{kind}-{shown[:8]}.json",
                        key=f"json-{shown}")
-    if record["status"] in FINISHED and kind == "similarity":
+    if record.finished and kind == "similarity":
         st.caption(f"{result['measure'].upper()} of the last layers: **{result['last']:.3f}** "
                    f"({result['rows']} rows{', pooled' if result.get('pooled') else ', every position'}).")
 

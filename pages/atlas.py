@@ -85,7 +85,8 @@ def grid_view(grid, protocol, budget) -> None:
 def estimates(store, executor, grid) -> None:
     """The button that queues LogME for every cell not estimated yet, and the grid as a table."""
     estimated = sum(c.logme is not None for c in grid.cells.values())
-    logme_status = {spec: (store.get(atlas.logme_key(spec)) or {}).get("status") for spec in grid.logme_specs()}
+    logme_status = {spec: r.status if (r := store.get(atlas.logme_key(spec))) is not None else None
+                    for spec in grid.logme_specs()}
     waiting = [spec for spec, status in logme_status.items() if status in ACTIVE]
     to_go = [spec for spec, status in logme_status.items() if status != "done" and status not in ACTIVE]
     e1, e2 = st.columns([1, 2])
@@ -147,7 +148,7 @@ def watch(store) -> None:
         return [k for g in store.groups() if g.startswith("atlas:") for k in store.group(g)["keys"]]
 
     def _active() -> int:
-        return sum((store.get(k) or {}).get("status") in ACTIVE for k in _atlas_keys())
+        return sum((r := store.get(k)) is not None and r.active for k in _atlas_keys())
 
     running = _active()
 

@@ -14,7 +14,7 @@ import streamlit as st
 
 from labcore.door.data import disciplines, patches_image, render_example, spec_info
 from labcore.door.jobs import RESULT_FILE, AttentionSpec, attn
-from labcore.door.runs import ACTIVE, FINISHED, STOPPED, key_of
+from labcore.door.runs import FINISHED, key_of
 from labcore.door.views import figures
 from labcore.errors import LabError
 from pages import common, state
@@ -72,10 +72,10 @@ def maps_path(store, key: str, split: str, index: int):
     job = store.get(job_key)
     path = None
     failure = ""
-    if job is not None and job["status"] in FINISHED and (store.workdir(job_key) / RESULT_FILE).is_file():
+    if job is not None and job.finished and (store.workdir(job_key) / RESULT_FILE).is_file():
         path = store.workdir(job_key) / RESULT_FILE
-    elif job is not None and job["status"] in STOPPED:
-        failure = job.get("error") or "the job stopped without a message; the worker's log may say why"
+    elif job is not None and job.stopped:
+        failure = job.error or "the job stopped without a message; the worker's log may say why"
     # Maps computed before attention maps became a job kind were written into the run's own folder.
     if path is None and attn.attention_path(store.workdir(key), split, index).is_file():
         path = attn.attention_path(store.workdir(key), split, index)
@@ -98,7 +98,7 @@ def maps_path(store, key: str, split: str, index: int):
         @st.fragment(run_every=common.REFRESH.attention_job_s)
         def waiting() -> None:
             current = store.get(job_key)
-            if current is None or current["status"] not in ACTIVE:
+            if current is None or not current.active:
                 st.rerun()  # done, or failed: the full page shows the maps, or why and a button to try again
             st.info(":material/hourglass_top: The worker computes this example's maps under the pretrained, random "
                     "and fine-tuned weights (it queues behind training runs). They appear here by themselves.")
@@ -187,8 +187,8 @@ def main() -> None:
     record = common.pick_run_or_stop(
         store, "No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come back "
         "when it is done.", key="att.run", label="Finished run", statuses=FINISHED)
-    key = record["key"]
-    spec = record["spec"]
+    key = record.key
+    spec = record.spec
     try:
         info = spec_info(spec)
     except LabError as exc:

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
-from labcore.door.runs import ACTIVE, STOPPED
+from labcore.door.runs import ACTIVE, STOPPED, JobRecord
 from labcore.door.views import figures, metrics, varying
 from labcore.errors import LabError
 from pages import state
@@ -164,20 +164,20 @@ def _try_passcode() -> None:
                                            f"(the teacher's passcode_attempts and passcode_pause_s).")
 
 
-def status_label(record: dict[str, Any]) -> str:
-    return f"{STATUS_ICONS.get(record['status'], '')} {record['status']}"
+def status_label(record: JobRecord) -> str:
+    return f"{STATUS_ICONS.get(record.status, '')} {record.status}"
 
 
-def run_option_label(record: dict[str, Any]) -> str:
-    return f"{record.get('label', record['key'])} · {record['status']} · {record['key'][:8]}"
+def run_option_label(record: JobRecord) -> str:
+    return f"{record.label_or(record.key)} · {record.status} · {record.key[:8]}"
 
 
 CURRENT_RUN = "run.current"  # the run last picked on any page: where a page opened from the menu starts
 
 
 def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
-             where=None, arrive_at: str = "current", runs: Sequence[dict[str, Any]] | None = None
-             ) -> dict[str, Any] | None:
+             where=None, arrive_at: str = "current", runs: Sequence[JobRecord] | None = None
+             ) -> JobRecord | None:
     """A select box of runs (newest first), synchronised with the ``run`` query parameter.
 
     Opened without a run in the address (from the menu), it starts at ``arrive_at``: ``"current"``, the
@@ -186,14 +186,14 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     ``runs``: the runs to offer, in submission order, where the page has read them already (the Runs page
     reads only the newest: 10,000 records take over half a second); a run named in the address is offered
     too."""
-    records = [r for r in (store.runs() if runs is None else runs) if statuses is None or r["status"] in statuses]
+    records = [r for r in (store.runs() if runs is None else runs) if statuses is None or r.status in statuses]
     if where is not None:
         records = [r for r in records if where(r)]
     records = records[::-1]
     if not records:
         return None
-    keys = [r["key"] for r in records]
-    by_key = {r["key"]: r for r in records}
+    keys = [r.key for r in records]
+    by_key = {r.key: r for r in records}
     wanted = state.qp_external("run")
     if wanted and wanted not in by_key:
         try:
@@ -201,12 +201,12 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
         except LabError:
             wanted = None
         found = store.get(wanted) if wanted and wanted not in by_key and runs is not None else None
-        if found and found.get("kind", "run") == "run" and (statuses is None or found["status"] in statuses) and (
+        if found and found.kind == "run" and (statuses is None or found.status in statuses) and (
                 where is None or where(found)):  # older than the newest ``runs`` the page read: offered too
             keys.append(wanted)
             by_key[wanted] = found
     if f"w:{key}" not in st.session_state and wanted not in by_key:  # arriving from the menu
-        arrival = (next((k for k in keys if by_key[k]["status"] == "running"), None) if arrive_at == "running"
+        arrival = (next((k for k in keys if by_key[k].status == "running"), None) if arrive_at == "running"
                    else state.remembered(CURRENT_RUN))
         if arrival in by_key:
             state.keep(key, arrival)
@@ -220,7 +220,7 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     return by_key[chosen]
 
 
-def pick_run_or_stop(store, empty: str, **options: Any) -> dict[str, Any]:
+def pick_run_or_stop(store, empty: str, **options: Any) -> JobRecord:
     """:func:`pick_run`; where there is no run to pick, the page says ``empty`` and stops."""
     record = pick_run(store, **options)
     if record is None:
@@ -232,12 +232,12 @@ def pick_run_or_stop(store, empty: str, **options: Any) -> dict[str, Any]:
 def short_labels(store, keys: Sequence[str]) -> list[str]:
     """Legend names for runs shown together: the spec fields that differ between them (``random · seed=1``);
     a run shown alone keeps its full label."""
-    records = [store.get(k) or {"spec": {}, "key": k} for k in keys]
+    records = [store.get(k) or JobRecord.from_dict({"spec": {}, "key": k}) for k in keys]
     if len(records) < 2:
-        return [r.get("label", r["key"][:8]) for r in records]
-    fields = varying([r["spec"] for r in records], ignore=("discipline_params",))
+        return [r.label_or(r.key[:8]) for r in records]
+    fields = varying([r.spec for r in records], ignore=("discipline_params",))
     fields = sorted(fields, key=lambda f: (f == "seed", f))  # the seed last: "random · seed=1"
-    return [figures.condition_label(r["spec"], fields) if fields else r.get("label", r["key"][:8]) for r in records]
+    return [figures.condition_label(r.spec, fields) if fields else r.label_or(r.key[:8]) for r in records]
 
 
 class FigureCache:
@@ -281,7 +281,7 @@ def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None
     records = [(k, r) for k, r in records if r is not None]
     shown = [k for k, _ in records]
     names = list(roles) if roles is not None else short_labels(store, shown)
-    signature = (str(store.root), tuple((k, cache.cursor(store, k), r["status"]) for k, r in records),
+    signature = (str(store.root), tuple((k, cache.cursor(store, k), r.status) for k, r in records),
                  tuple(names), tuple(roles or ()), round(float(smoothing), 3), title)
 
     def build():
@@ -290,10 +290,10 @@ def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None
         for i, (key, record) in enumerate(records):
             train, validation, name = state.run_curves(store, key, cache)
             metric = metric or name
-            role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record["spec"])
-            label = names[i] if i < len(names) else record.get("label", key[:8])
+            role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record.spec)
+            label = names[i] if i < len(names) else record.label_or(key[:8])
             runs.append(figures.RunCurves(label=label, role=role, train_loss=train, validation=validation,
-                                          status=record["status"]))
+                                          status=record.status))
         return figures.loss_curves(runs, smoothing=smoothing, metric=metric.replace("_", " ") or "metric",
                                    title=title), runs
 
@@ -324,11 +324,11 @@ def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *,
     Returns whether any run is still active (at the time of the full page run).
     """
     keys = list(keys)
-    statuses = {k: (store.get(k) or {}).get("status") for k in keys}
+    statuses = {k: r.status if (r := store.get(k)) is not None else None for k in keys}
     active = any(s in ACTIVE for s in statuses.values())
 
     def body() -> None:
-        now_active = any((store.get(k) or {}).get("status") in ACTIVE for k in keys)
+        now_active = any((r := store.get(k)) is not None and r.active for k in keys)
         smoothing = float(st.session_state.get(smoothing_key, 0.0)) if smoothing_key else 0.0
         fig, runs = curves_figure(store, keys, roles, smoothing=smoothing, title=title)
         progress_rows(store, keys, roles)

@@ -12,7 +12,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from labcore.door.runs import results
+from labcore.door.runs import JobRecord, results
 from labcore.door.views import alignment_table, figures
 from labcore.errors import LabError
 from pages import common, state
@@ -22,7 +22,7 @@ common.through_router()
 PICK_LIMIT = 1000  # newest runs offered one by one (a chosen or linked older one is offered too)
 
 
-def _run_keys(store, by_key: dict[str, dict], prefixes: list[str]) -> list[str]:
+def _run_keys(store, by_key: dict[str, JobRecord], prefixes: list[str]) -> list[str]:
     out = []
     for prefix in prefixes:
         try:
@@ -34,7 +34,7 @@ def _run_keys(store, by_key: dict[str, dict], prefixes: list[str]) -> list[str]:
     return out
 
 
-def selection(store, by_key: dict[str, dict]) -> tuple[list[str], list[str]]:
+def selection(store, by_key: dict[str, JobRecord]) -> tuple[list[str], list[str]]:
     """The groups and single runs compared, synchronised with the address (``?groups=...&runs=...``)."""
     groups = store.groups()
     # The address decides when it was set from outside (a link, a reload); otherwise the widgets do.
@@ -174,13 +174,13 @@ def downloads(records, summary, steps, named_by) -> None:
 def main() -> None:
     st.title(":material/bar_chart: Compare")
     store = state.get_store()
-    every_run = {r["key"]: r for r in store.runs()}  # read once: the selection and the results below use it
-    with_result = [r for r in every_run.values() if r.get("result")]
+    every_run = {r.key: r for r in store.runs()}  # read once: the selection and the results below use it
+    with_result = [r for r in every_run.values() if r.result]
     if not with_result:
         st.info("Nothing to compare yet: runs appear here once they have a result. Run a demo on **Home**, or a "
                 "pretrained-vs-random pair with several seeds on **New experiment**.")
         st.stop()
-    by_key = {r["key"]: r for r in with_result}
+    by_key = {r.key: r for r in with_result}
     chosen_groups, chosen_runs = selection(store, by_key)
 
     # Sets, not list scans: a group of 10,000 runs made each of these lines quadratic.

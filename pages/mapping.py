@@ -44,10 +44,10 @@ def _table(mapping, text_filter: str = "", limit: int = 400) -> pd.DataFrame:
 # ------------------------------------------------------------------------------------------ the mapping
 def current_view(record, info, vocab, current, is_text: bool) -> tuple[pd.DataFrame, str]:
     """The run's own mapping as a table; returns the table and the text filter typed (text mappings)."""
-    spec = record["spec"]
+    spec = record.spec
     kind = spec["mapping"]
     detail = {"shift": f" k = {spec.get('mapping_k')}", "random": f" seed {spec.get('mapping_seed')}"}.get(kind, "")
-    st.markdown(f"**{record.get('label')}** feeds {'its text' if is_text else f'{len(info.alphabet)} symbols'} into "
+    st.markdown(f"**{record.label}** feeds {'its text' if is_text else f'{len(info.alphabet)} symbols'} into "
                 f"**{spec['model']}**'s vocabulary of {vocab.size:,} tokens with the **{kind}**{detail} mapping.")
     st.caption(mapping_lib.describe_kind(kind))
 
@@ -86,7 +86,7 @@ def _parse_table(text: str, alphabet) -> tuple[tuple[tuple[str, int], ...], list
 def new_mapping(record, info, vocab, current, is_text: bool):
     """The rule (or hand-edited table) of the new mapping: its MappingSpec (None while there is none) and the
     problems that keep it from being used."""
-    spec, key, kind = record["spec"], record["key"], record["spec"]["mapping"]
+    spec, key, kind = record.spec, record.key, record.spec["mapping"]
     st.subheader("Change it")
     kinds = ["shift", "random", "identity"] if is_text else ["random", "shift", "unused", "letters", "table"]
     titles = {"shift": "shift by k", "random": "a new random seed", "unused": "the [unused] tokens",
@@ -144,7 +144,7 @@ def new_mapping(record, info, vocab, current, is_text: bool):
 
 def rerun_button(record, info, vocab, is_text: bool, mspec, problems: list[str], current_table, text_filter: str):
     """What the new mapping changes, and the button that reruns the same spec with it."""
-    spec, key = record["spec"], record["key"]
+    spec, key = record.spec, record.key
     proposed = None
     if mspec is not None and not problems:
         try:
@@ -188,14 +188,15 @@ def side_by_side(store, key: str, kind: str) -> None:
         if outcome == "cached" or rerun == key:
             st.success("Same spec as a run that already finished: the result came from the store, nothing retrained.")
         st.subheader("Before and after")
-        roles = [f"{kind} mapping (original)", f"{other['spec']['mapping']} mapping (rerun)"]
+        roles = [f"{kind} mapping (original)", f"{other.spec['mapping']} mapping (rerun)"]
         common.live_runs(store, [key, rerun], roles, fragment_key="map-live",
                          title="Train loss (solid) and validation metric (dashed)")
         rows = []
         for role, k in zip(roles, [key, rerun]):
             result = result_of(store, k)
-            status = (store.get(k) or {}).get("status")
-            rows.append({"run": role, "status": status, "mapping": (store.get(k) or {}).get("label", ""),
+            stored = store.get(k)
+            rows.append({"run": role, "status": stored.status if stored else None,
+                         "mapping": stored.label if stored else "",
                          f"test {result.metric if result else ''}": result.test_value if result else None,
                          "best validation step": result.best_step if result else None,
                          "steps to converge": result.steps_to_converge if result else None,
@@ -211,9 +212,9 @@ def main() -> None:
     record = common.pick_run_or_stop(
         store, "No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
         "tokens through the model's vocabulary; bit and image runs feed vectors through a linear layer and have no "
-        "mapping.", key="map.run", where=lambda r: r["spec"].get("input_adapter") == "vocab")
-    spec = record["spec"]
-    key = record["key"]
+        "mapping.", key="map.run", where=lambda r: r.spec.get("input_adapter") == "vocab")
+    spec = record.spec
+    key = record.key
     try:
         info = spec_info(spec)
         vocab = mapping_lib.model_vocab(spec["model"])

@@ -295,8 +295,7 @@ def measured_speed(resolved: RunSpec, mean_tokens: float) -> speed.Speed | None:
     """The training speed finished runs of this model and protocol measured here (see labcore.speed)."""
     store = state.get_store()
     wanted = (resolved.model, resolved.protocol)
-    keys = [r["key"] for r in store.runs(status="done")
-            if (r.get("spec", {}).get("model"), r.get("spec", {}).get("protocol")) == wanted]
+    keys = [r.key for r in store.runs(status="done") if (r.spec.get("model"), r.spec.get("protocol")) == wanted]
     return speed.measured_speed(results(store, keys), resolved.model, resolved.protocol, resolved.discipline,
                                 mean_tokens=mean_tokens)
 

@@ -12,7 +12,7 @@ import streamlit as st
 from labcore.door.catalogue import made_here_names
 from labcore.door.data import corpora
 from labcore.door.jobs import SIZES, PretrainSpec, resolve_pretrain
-from labcore.door.runs import FINISHED, key_of
+from labcore.door.runs import key_of
 from labcore.errors import LabError
 from pages import common, corpus_view, state
 
@@ -69,7 +69,7 @@ def choose() -> PretrainSpec | None:
 def start_button(store, spec) -> None:
     key = key_of(spec)
     existing = store.get(key)
-    st.caption(f"Spec {key}: {spec.label()}" + (f" · already {existing['status']} in the store" if existing else ""))
+    st.caption(f"Spec {key}: {spec.label()}" + (f" · already {existing.status} in the store" if existing else ""))
     if st.button("▶ Pretrain", type="primary", key="btn.pre.start"):
         try:
             state.get_executor().submit(spec, priority="interactive")
@@ -85,8 +85,8 @@ def start_button(store, spec) -> None:
 def watch(store) -> None:
     earlier = store.jobs(kind="pretrain")[::-1]
     if earlier:
-        labels = {r["key"]: f"{common.status_label(r)} {r.get('label') or r['key']}" for r in earlier}
-        widget = state.remember("pre.shown", state.qp("pretrain") or earlier[0]["key"], list(labels))
+        labels = {r.key: f"{common.status_label(r)} {r.label or r.key}" for r in earlier}
+        widget = state.remember("pre.shown", state.qp("pretrain") or earlier[0].key, list(labels))
         external = state.qp_external("pretrain")  # a link or a reload names the pretraining to show
         if external in labels:
             st.session_state[widget] = external
@@ -98,11 +98,11 @@ def watch(store) -> None:
         if record is None:
             st.info(f"There is no pretraining {shown} in this store; start one above.")
             st.stop()
-        st.subheader(record.get("label") or shown)
+        st.subheader(record.label or shown)
         active = common.live_runs(store, [shown], ["pretrain"], fragment_key="pretrain",
                                   title="MLM loss (solid) and held-out masked accuracy (dashed)")
-        if not active and record["status"] in FINISHED:
-            result = record.get("result") or {}
+        if not active and record.finished:
+            result = record.result or {}
             if result.get("name"):
                 st.success(f"**{result['name']}**: final MLM loss {result['final_loss']:.3f}, held-out masked accuracy "
                            f"{result['eval_accuracy']:.3f} (always guessing the most frequent id: "
@@ -110,8 +110,8 @@ def watch(store) -> None:
                            f"{result['wall_s']:.0f} s.")
                 st.page_link(common.PAGES["new"], label=f"Use {result['name']} in a new experiment",
                              icon=":material/science:", query_params={"model": result["name"]})
-        elif not active and record.get("error"):
-            st.error(record["error"])
+        elif not active and record.error:
+            st.error(record.error)
 
 
 def main() -> None:

@@ -177,8 +177,8 @@ def live_view(recipe: Recipe, plan: Plan, ended_at_draw: int, active: bool) -> N
             st.caption("No worker is running yet: one starts with the first queued job (see the sidebar).")
         if now.running_keys:
             key = now.running_keys[0]
-            record = store.get(key) or {}
-            st.markdown(f"**Running now:** {record.get('label', key)}")
+            record = store.get(key)
+            st.markdown(f"**Running now:** {record.label_or(key) if record is not None else key}")
             fig, runs = common.curves_figure(store, [key], title="train loss (solid) and validation metric (dashed)")
             common.progress_rows(store, [key])
             st.plotly_chart(fig, key="rec-live-chart", config={"displaylogo": False})

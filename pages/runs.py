@@ -17,8 +17,8 @@ import pandas as pd
 import streamlit as st
 
 from labcore.door.catalogue import has_stage
-from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, RunRecord, RunSpec, Selection, delete, disk_usage,
-                               plan_delete, stage_curves)
+from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, JobRecord, RunRecord, RunSpec, Selection, delete,
+                               disk_usage, plan_delete, stage_curves)
 from labcore.door.views import figures, fmt_age, fmt_duration, fmt_speed
 from labcore.errors import LabError
 from pages import common, state
@@ -68,7 +68,7 @@ def _withdrawn(executor, key: str) -> str:
                 f"wait{'s' if done.others == 1 else ''} for it, so it goes on. Only the teacher can stop it.")
     if done.outcome == "cancelled":
         return "Cancelled: nobody else was waiting for it; it stops after its current step."
-    return f"It had already ended ({done.record['status']})."
+    return f"It had already ended ({done.record.status})."
 
 
 def _may_delete() -> bool:
@@ -152,29 +152,29 @@ def _table(store, rows) -> pd.DataFrame:
     workers = {w.get("run"): w for w in store.workers(role="worker") if w.get("run")}
     out = []
     for r in rows:
-        beat = store.heartbeat_of(r["key"]) if r["status"] == "running" else None
-        result = r.get("result") or {}
+        beat = store.heartbeat_of(r.key) if r.status == "running" else None
+        result = r.result or {}
         step = (beat or {}).get("step", result.get("steps_done", 0)) or 0
         total = (beat or {}).get("total_steps", result.get("total_steps", 0)) or 0
-        prog = state.progress(r["status"], int(step), int(total), cache.pace(store, r["key"], read=False))
+        prog = state.progress(r.status, int(step), int(total), cache.pace(store, r.key, read=False))
         test = result.get("test", {}).get(result.get("metric", ""), None)
-        out.append({"status": r["status"], "run": r.get("label", ""), "progress": prog.fraction,
-                    "where": prog.text, "test": test, "node": r.get("node") or r.get("host") or "",
-                    "device": _device(result, workers.get(r["key"]) if r["status"] == "running" else None),
-                    "groups": ", ".join(r.get("groups", [])),
-                    "started by": state.who_label(r.get("started_by")) if "started_by" in r else "",
-                    "waiting": len(r.get("requesters") or []) if r["status"] in ACTIVE else None,
-                    "submitted": fmt_age(r.get("submitted_at")), "key": r["key"][:12]})
+        out.append({"status": r.status, "run": r.label, "progress": prog.fraction,
+                    "where": prog.text, "test": test, "node": r.node or r.host or "",
+                    "device": _device(result, workers.get(r.key) if r.status == "running" else None),
+                    "groups": ", ".join(r.groups),
+                    "started by": state.who_label(r.started_by) if r.holds("started_by") else "",
+                    "waiting": len(r.requesters or []) if r.active else None,
+                    "submitted": fmt_age(r.submitted_at), "key": r.key[:12]})
     return pd.DataFrame(out)
 
 
-def run_list(store, records: list[dict]) -> None:
+def run_list(store, records: list[JobRecord]) -> None:
     """The queue and the newest runs, refreshed while any is active."""
     with st.expander(f"Queue and recent runs ({'newest ' if len(records) == PICK_LIMIT else ''}{len(records):,})",
                      expanded=not (state.qp("run") or state.qp("group"))):
         first_read = [records]  # the page's own reading serves the list's first drawing; its refreshes read again
 
-        @st.fragment(run_every=common.REFRESH.run_list_s if any(r["status"] in ACTIVE for r in records) else None)
+        @st.fragment(run_every=common.REFRESH.run_list_s if any(r.active for r in records) else None)
         def run_list() -> None:
             newest = first_read.pop() if first_read else store.runs(newest=LIST_LIMIT)[::-1]
             st.dataframe(_table(store, newest[:LIST_LIMIT]), hide_index=True, column_config={
@@ -207,7 +207,7 @@ def disk_section(store) -> None:
 
 
 # ------------------------------------------------------------------------------------------- what to show
-def chosen_keys(store, executor, runs: list[dict]) -> tuple[list[str], str | None]:
+def chosen_keys(store, executor, runs: list[JobRecord]) -> tuple[list[str], str | None]:
     """One run or a group, synchronised with the address (``?run=...`` or ``?group=...``): its keys, and the
     group's name (None for one run)."""
     groups = store.groups()
@@ -242,7 +242,7 @@ def chosen_keys(store, executor, runs: list[dict]) -> tuple[list[str], str | Non
             st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
         chosen = common.pick_run(store, key="runs.run", arrive_at="running", runs=runs)
         state.set_qp(group=None)
-        keys = [chosen["key"]] if chosen else []
+        keys = [chosen.key] if chosen else []
 
     return keys, group
 
@@ -265,9 +265,10 @@ def live_view(store, keys: list[str], group: str | None) -> None:
     st.session_state.setdefault("keep.runs.smoothing", 0.6)
     st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", step=0.05,
               help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
-    inits = {(store.get(k) or {}).get("spec", {}).get("init") for k in keys}
+    specs = {k: r.spec if (r := store.get(k)) is not None else {} for k in keys}
+    inits = {spec.get("init") for spec in specs.values()}
     colours = ": pretrained blue, random orange" if {"pretrained", "random"} <= inits else ""
-    staged = [k for k in keys if has_stage((store.get(k) or {}).get("spec", {}).get("protocol", "full"))]
+    staged = [k for k in keys if has_stage(specs[k].get("protocol", "full"))]
     if staged:  # a protocol that trains something before the loop (ORCA's alignment): its curve first
         def stage_view() -> None:
             cache = state.stream_cache()
@@ -281,7 +282,7 @@ def live_view(store, keys: list[str], group: str | None) -> None:
             else:
                 st.caption("The alignment curve appears here once the run starts aligning, before its training curve.")
 
-        aligning = any((store.get(k) or {}).get("status") in ACTIVE for k in staged)
+        aligning = any((r := store.get(k)) is not None and r.active for k in staged)
         st.fragment(stage_view, run_every=common.REFRESH.live_runs_s if aligning else None)()
     common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
                      title=f"Train loss (solid) and validation metric (dashed){colours}")
@@ -301,12 +302,12 @@ def _act(label: str, key: str, action) -> None:
 
 def _ownership(executor, record) -> str:
     """Who started the run, who waits for it and who cancelled it, in a line."""
-    parts = [f"Started by {state.who_label(record['started_by'])}"] if "started_by" in record else []
-    waiting = record.get("requesters") or []
-    if record["status"] in ACTIVE and waiting:
+    parts = [f"Started by {state.who_label(record.started_by)}"] if record.holds("started_by") else []
+    waiting = record.requesters or []
+    if record.active and waiting:
         parts.append(f"{len(waiting)} waiting for it" + (" (you among them)" if executor.who in waiting else ""))
-    if record.get("cancelled_by") is not None and record["status"] in ("cancelled", "running"):
-        parts.append(f"cancelled by {state.who_label(record['cancelled_by'])}")
+    if record.cancelled_by is not None and record.status in ("cancelled", "running"):
+        parts.append(f"cancelled by {state.who_label(record.cancelled_by)}")
     return " · ".join(parts) or "Started before the lab recorded who asked"
 
 
@@ -330,13 +331,13 @@ def result_summary(record, result: dict) -> None:
             st.caption(f"Test accuracy: {interval}.")
         if small:
             st.warning(f"Too small to compare: {small}.", icon=":material/warning:")
-    if record.get("error") or result.get("error"):
-        st.error(record.get("error") or result["error"])
+    if record.error or result.get("error"):
+        st.error(record.error or result["error"])
 
 
 def run_actions(store, executor, record, teacher: bool) -> None:
     """Cancel, resume, retry, attention and delete for one run, each destructive one asking first."""
-    key, status = record["key"], record["status"]
+    key, status = record.key, record.status
     b = st.columns(6 if teacher else 5)
     b[0].button("Cancel", key=f"cancel-{key}", disabled=status not in ACTIVE, on_click=_ask,
                 args=("withdraw", key), help="Withdraws your request: the run stops (after its current "
@@ -345,7 +346,7 @@ def run_actions(store, executor, record, teacher: bool) -> None:
         b[4].button("Cancel for everyone", key=f"cancel-all-{key}", disabled=status not in ACTIVE,
                     on_click=_ask, args=("cancel", key), help="The teacher's cancel: it stops whoever asked.")
     if _pending("withdraw", key):
-        asking = record.get("requesters") or []
+        asking = record.requesters or []
         others = [w for w in asking if w != executor.who]
         many = f"{len(others)} other{'s' if len(others) != 1 else ''}"
         if others and executor.who not in asking:
@@ -356,7 +357,7 @@ def run_actions(store, executor, record, teacher: bool) -> None:
             prompt = "Cancel this run? Nobody else waits for it: it stops after its current step."
         _confirm(prompt, "Yes, cancel", lambda: _withdrawn(executor, key), key=key, action="withdraw")
     if _pending("cancel", key):
-        _confirm(f"Cancel this run for all {len(record.get('requesters') or [])} who asked for it?",
+        _confirm(f"Cancel this run for all {len(record.requesters or [])} who asked for it?",
                  "Yes, cancel for everyone", key=key, action="cancel",
                  do=lambda: f"Cancelled for everyone ({executor.cancel(key, state.TEACHER).status}).")
     if b[1].button("Resume", key=f"resume-{key}", disabled=status not in STOPPED,
@@ -364,7 +365,7 @@ def run_actions(store, executor, record, teacher: bool) -> None:
         _act("Resume", key, lambda: executor.resume(key))
     if b[2].button("Retry", key=f"retry-{key}", disabled=status != "failed",
                    help="Run a failed spec again from the start."):
-        _act("Retry", key, lambda: executor.submit(RunSpec.from_dict(record["spec"])))
+        _act("Retry", key, lambda: executor.submit(RunSpec.from_dict(record.spec)))
     b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
                    query_params={"run": key},
                    disabled=status not in ("done", "diverged"))
@@ -378,16 +379,16 @@ def run_actions(store, executor, record, teacher: bool) -> None:
 
 
 def run_details(store, executor, record, teacher: bool, expanded: bool) -> None:
-    key, status = record["key"], record["status"]
-    with st.expander(f"{common.status_label(record)} · {record.get('label', key)}", expanded=expanded):
-        result = record.get("result") or {}
+    key, status = record.key, record.status
+    with st.expander(f"{common.status_label(record)} · {record.label_or(key)}", expanded=expanded):
+        result = record.result or {}
         result_summary(record, result)
         st.caption(_ownership(executor, record))
         run_actions(store, executor, record, teacher)
-        spec = RunSpec.from_dict(record["spec"])
+        spec = RunSpec.from_dict(record.spec)
         st.code(spec.cli(), language="bash", wrap_lines=True)
         with st.popover("Spec as JSON"):
-            st.code(json.dumps(record["spec"], indent=1, sort_keys=True), language="json")
+            st.code(json.dumps(record.spec, indent=1, sort_keys=True), language="json")
         if result.get("notes"):
             st.caption(" · ".join(result["notes"]))
         show_log = st.toggle("Show log", key=f"log-{key}", value=status in ("failed", "dead"))

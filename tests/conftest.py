@@ -52,5 +52,5 @@ def store(tmp_path):
     s = Store(tmp_path / "store")
     yield s
     s.reap()
-    assert not [r["key"] for r in s.jobs(status="running")]
+    assert not [r.key for r in s.jobs(status="running")]
     s.close()

@@ -36,7 +36,7 @@ def wait_for(what: str, predicate: Callable[[], object], timeout: float = 180.0,
         if value:
             return value
         time.sleep(0.05)
-    state = "" if store is None else "; jobs: " + ", ".join(f"{r['key'][:8]} {r['status']} {r.get('error', '')}"
+    state = "" if store is None else "; jobs: " + ", ".join(f"{r.key[:8]} {r.status} {r.error}"
                                                              for r in store.jobs())
     raise AssertionError(f"timed out waiting for {what}{state}")
 

@@ -12,6 +12,7 @@ from labcore.errors import LabError
 from labcore.jobs import JobContext, JobInput
 from labcore.jobs.analyses import (GradientsSpec, HeadsSpec, JacobianSpec, LogMESpec, ModelRef, NoiseSpec,
                                    ParamsSpec, SimilaritySpec)
+from labcore.store import JobRecord
 
 LISTOPS = {"n_train": 48, "n_validation": 16, "n_test": 16, "max_length": 24}
 TINY, TINY_RANDOM = ModelRef(model="tiny:bert"), ModelRef(model="tiny:bert", init="random", seed=1)
@@ -100,7 +101,7 @@ def test_a_fine_tuned_run_is_an_input_of_its_own_discipline(tmp_path, one_torch_
                      precision="fp32")
     workdir = tmp_path / "run"
     record = run(spec, workdir=workdir)
-    source = JobInput(record={"key": record.key, "spec": record.spec, "status": "done"}, workdir=workdir)
+    source = JobInput(record=JobRecord(key=record.key, spec=record.spec, status="done"), workdir=workdir)
     job = jobs.new_job(SimilaritySpec(models=(ModelRef(run=record.key), TINY), examples=8, **common()))
     assert job.requires == (record.key,)
     result = run_kind(SimilaritySpec(models=(ModelRef(run=record.key), TINY), examples=8, **common()), tmp_path,

@@ -204,7 +204,7 @@ def test_a_finished_recipe_reads_the_same_after_a_round_trip(tmp_path_factory, t
     target = Store(tmp_path / "empty-cache" / "store")
     try:
         assert import_archive(target, archive).keys == done.keys
-        runs = [k for k in done.keys if finished.store.get(k)["kind"] == "run"]
+        runs = [k for k in done.keys if finished.store.get(k).kind == "run"]
         pd.testing.assert_frame_equal(table(target, runs), table(finished.store, runs))
         before = to_text(recipe.report(plan, results_of(plan, finished.store)))
         assert to_text(recipe.report(plan, results_of(plan, target))) == before

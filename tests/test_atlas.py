@@ -56,12 +56,12 @@ def lab(tmp_path_factory):
         specs += [tiny_run("listops", LISTOPS, init, 0) for init in atlas.SIDES]
         keys = [s.key for s in executor.submit_group("atlas-test", specs)]
         run_queue(store)
-        assert {store.get(k)["status"] for k in keys} == {"done"}, [store.log(k) for k in keys]
+        assert {store.get(k).status for k in keys} == {"done"}, [store.log(k) for k in keys]
         grid = atlas.build_atlas(atlas.finished_runs(store), **GRID)
         measured = [c.logme_spec for c in grid.cells.values() if c.comparison]
         logme = [s.key for s in executor.submit_group(atlas.LOGME_GROUP, measured)]
         run_queue(store)
-        assert {store.get(k)["status"] for k in logme} == {"done"}, [store.log(k) for k in logme]
+        assert {store.get(k).status for k in logme} == {"done"}, [store.log(k) for k in logme]
         yield store
     finally:
         torch.set_num_threads(threads)
@@ -97,7 +97,7 @@ def test_the_grid_from_tiny_runs_measures_greys_and_estimates(lab):
         assert dict(cell.logme_spec.discipline_params) == resolve_spec(
             make_spec(discipline=cell.discipline, discipline_params=BITS if cell is bits else LISTOPS)
         ).to_dict()["discipline_params"]
-        result = lab.get(atlas.logme_key(cell.logme_spec))["result"]["logme"]
+        result = lab.get(atlas.logme_key(cell.logme_spec)).result["logme"]
         assert cell.logme == (result[f"{MODEL}/pretrained"], result[f"{MODEL}/random seed 0"])
         assert cell.estimate == pytest.approx(cell.logme[0] - cell.logme[1])
     # One cell has both a measured gain with seeds enough and an estimate: too few for a tau.
@@ -224,10 +224,10 @@ def click_and_run(at: AppTest, button: str, store, group: str) -> list[str]:
         stop_workers(store, timeout_s=30)  # the page's executor started one; the test runs the queue itself
     executor = LocalExecutor(store, autostart=False)
     for key in keys:
-        if store.get(key)["status"] in STOPPED:  # the stopped worker had begun it
+        if store.get(key).status in STOPPED:  # the stopped worker had begun it
             executor.resume(key)
     run_queue(store)
-    assert {store.get(k)["status"] for k in keys} == {"done"}, [store.log(k) for k in keys]
+    assert {store.get(k).status for k in keys} == {"done"}, [store.log(k) for k in keys]
     return keys
 
 
@@ -251,7 +251,7 @@ def test_the_page_estimates_the_whole_grid(tmp_path, monkeypatch, one_torch_thre
     estimate = at.button(key="btn.atlas.estimate")
     assert estimate.label == "Estimate the whole grid (2 LogME jobs)"
     keys = click_and_run(at, "btn.atlas.estimate", store, atlas.LOGME_GROUP)
-    assert len(keys) == 2 and {store.get(k)["kind"] for k in keys} == {"logme"}
+    assert len(keys) == 2 and {store.get(k).kind for k in keys} == {"logme"}
     at = atlas_page(**{"keep.atlas.more_models": MODEL, "keep.atlas.models": [MODEL],
                        "keep.atlas.disciplines": ["bits-xor", "bits-memory"]})
     no_exception(at)

@@ -68,11 +68,11 @@ def test_a_viewers_cancel_asks_first_then_withdraws_only_their_request(queued):
     assert "Started by ann · 2 waiting for it (you among them)" in texts(at)
     at = button(at, "Cancel").click().run()
     assert "Withdraw your request? 1 other still wait" in texts(at)
-    assert store.get(key)["requesters"] == ["ann", "ben"]  # nothing happens before the yes
+    assert store.get(key).requesters == ["ann", "ben"]  # nothing happens before the yes
     at = button(at, "Yes, cancel").click().run()
     assert "Your request is withdrawn; 1 other still waits for this run" in texts(at)
     record = store.get(key)
-    assert (record["status"], record["requesters"]) == ("queued", ["ann"])
+    assert (record.status, record.requesters) == ("queued", ["ann"])
 
 
 def test_the_last_requesters_cancel_stops_the_run(queued):
@@ -83,7 +83,7 @@ def test_the_last_requesters_cancel_stops_the_run(queued):
     assert "Nobody else waits for it" in texts(at)
     at = button(at, "Yes, cancel").click().run()
     assert "Cancelled: nobody else was waiting" in texts(at)
-    assert store.get(key)["status"] == "cancelled" and store.get(key)["cancelled_by"] == "ann"
+    assert store.get(key).status == "cancelled" and store.get(key).cancelled_by == "ann"
 
 
 def test_teacher_controls_are_hidden_without_the_passcode(queued):
@@ -108,7 +108,7 @@ def test_the_teacher_sees_the_controls_and_cancels_for_everyone(queued):
     assert "Cancel this run for all 2 who asked for it?" in texts(at)
     at = button(at, "Yes, cancel for everyone").click().run()
     record = store.get(key)
-    assert (record["status"], record["cancelled_by"], record["requesters"]) == ("cancelled", "teacher", [])
+    assert (record.status, record.cancelled_by, record.requesters) == ("cancelled", "teacher", [])
     assert "cancelled by the teacher" in texts(at)
 
 
@@ -194,8 +194,8 @@ def test_two_sessions_pressing_the_same_demo_share_its_runs_and_both_are_recorde
         at = [b for b in at.button if b.label == "▶ Run this demo"][index].click().run()
         assert not at.exception, [e.message for e in at.exception]
     records = store.jobs(group=demos.DEMOS["bits"].group)
-    assert len(records) == 2 and {r["status"] for r in records} == {"queued"}
-    assert all((r["started_by"], r["requesters"]) == ("ann", ["ann", "ben"]) for r in records)
+    assert len(records) == 2 and {r.status for r in records} == {"queued"}
+    assert all((r.started_by, r.requesters) == ("ann", ["ann", "ben"]) for r in records)
 
 
 def test_the_eta_reads_only_the_current_attempts_first_and_last_step(tmp_path):
@@ -275,7 +275,7 @@ def test_a_students_resume_meets_the_same_limits_as_a_submission(held):
     teacher.cancel(paper)
     with pytest.raises(StudentLimit, match="budget.*quick, not 'paper'.*student_budgets"):
         student.resume(paper)  # the teacher's paper run stays the teacher's to resume
-    assert store.get(paper)["status"] == "cancelled"
+    assert store.get(paper).status == "cancelled"
 
     stopped = student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS)).key
     student.withdraw(stopped)
@@ -283,7 +283,7 @@ def test_a_students_resume_meets_the_same_limits_as_a_submission(held):
     with pytest.raises(StudentLimit, match="1 job\\(s\\) waiting.*you have 1; this asks for 1 more.*"
                                            "max_queued_per_student"):
         student.resume(stopped)
-    assert store.get(stopped)["status"] == "cancelled" and store.waiting_for("ann") == [waiting]
+    assert store.get(stopped).status == "cancelled" and store.waiting_for("ann") == [waiting]
     student.withdraw(waiting)
     assert student.resume(stopped).outcome == "resumed"
     claim = store.claim()  # the resumed job carries the teacher's time limit too
@@ -303,7 +303,7 @@ def test_a_job_past_its_requesters_time_limit_is_stopped_saying_who_stopped_it(t
         claim = store.claim()
         time.sleep(0.05)
         assert Worker(store)._should_stop(claim) == "cancelled"
-        assert store.get(key)["cancelled_by"] == "the teacher's max_job_minutes (0.0002 min)"
+        assert store.get(key).cancelled_by == "the teacher's max_job_minutes (0.0002 min)"
         store.finish(key, claim.attempt, "cancelled")
     finally:
         store.close()
@@ -365,7 +365,7 @@ def test_a_large_group_is_shown_a_page_at_a_time(tmp_path, monkeypatch):
     at = at.number_input[0].set_value(3).run()
     assert "Runs 51-60 of 60" in texts(at) and [b.label for b in at.button].count("Cancel") == 10
     shown = "\n".join(str(e.label) for e in at.expander)
-    assert store.get(keys[59])["label"] in shown and store.get(keys[0])["label"] not in shown
+    assert store.get(keys[59]).label in shown and store.get(keys[0]).label not in shown
 
 
 def test_a_student_over_the_disk_quota_is_refused_new_jobs(held):

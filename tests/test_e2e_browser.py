@@ -252,9 +252,9 @@ def test_the_transfer_atlas_in_chromium(server):
     executor = LocalExecutor(store)  # starts a worker on the app's store
 
     def finish(keys: list[str]) -> None:
-        wait_for("the atlas's jobs", lambda: all((store.get(k) or {}).get("status") in TERMINAL for k in keys),
+        wait_for("the atlas's jobs", lambda: all((r := store.get(k)) is not None and r.status in TERMINAL for k in keys),
                  timeout=600, store=store)
-        assert {store.get(k)["status"] for k in keys} == {"done"}, [store.log(k)[-500:] for k in keys]
+        assert {store.get(k).status for k in keys} == {"done"}, [store.log(k)[-500:] for k in keys]
 
     finish([s.key for s in executor.submit_group("atlas-e2e", specs)])
     grid = atlas.build_atlas(atlas.finished_runs(store), models=["tiny:bert"], disciplines=list(seeds))

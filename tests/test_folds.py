@@ -154,11 +154,11 @@ def test_a_106_row_csv_in_5_folds_gives_5_runs_whose_compare_row_has_n_5():
         keys = store.group(groups[0])["keys"]
         assert len(keys) == 5
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline and any(store.get(k)["status"] not in ("done", "failed") for k in keys):
+        while time.monotonic() < deadline and any(store.get(k).status not in ("done", "failed") for k in keys):
             time.sleep(1)
     finally:
         stop_workers(store, timeout_s=30)
-    assert [store.get(k)["status"] for k in keys] == ["done"] * 5, [store.log(k)[-800:] for k in keys]
+    assert [store.get(k).status for k in keys] == ["done"] * 5, [store.log(k)[-800:] for k in keys]
     records = [store.get_result(k) for k in keys]
     assert sum(r.test_examples for r in records) == 106  # every record tested once
     assert {r.train_tokens for r in records} == {22.0}  # 20 symbols, [CLS] and [SEP]: the speed New experiment uses

@@ -83,9 +83,9 @@ def test_queued_live_done_then_served_from_the_cache(store, executor, worker):
     assert (first.outcome, first.kind) == ("queued", "count")
     worker()
     wait_for("live step events", lambda: len(steps(store, first.key)) >= 3)
-    assert store.get(first.key)["status"] == "running"  # events arrive while it runs
-    wait_for("the job to end", lambda: store.get(first.key)["status"] not in ACTIVE)
-    assert store.get(first.key)["status"] == "done", store.log(first.key)
+    assert store.get(first.key).status == "running"  # events arrive while it runs
+    wait_for("the job to end", lambda: store.get(first.key).status not in ACTIVE)
+    assert store.get(first.key).status == "done", store.log(first.key)
     assert steps(store, first.key) == list(range(1, 31))
     assert executor.result(first.key) == {"total": 465}
     seq = store.queue_seq()
@@ -99,8 +99,8 @@ def test_cancel_stops_a_running_job_of_any_kind(store, executor, worker):
     worker()
     wait_for("steps", lambda: len(steps(store, key)) >= 3)
     assert executor.cancel(key).status == "running"  # asked; it stops at its next event
-    wait_for("the job to stop", lambda: store.get(key)["status"] not in ACTIVE)
-    assert store.get(key)["status"] == "cancelled"
+    wait_for("the job to stop", lambda: store.get(key).status not in ACTIVE)
+    assert store.get(key).status == "cancelled"
     assert len(steps(store, key)) < 100_000
 
 
@@ -110,11 +110,11 @@ def test_sigkill_is_seen_dead_and_resume_continues_from_the_kinds_checkpoint(sto
     wait_for("steps", lambda: len(steps(store, key)) >= 10)
     os.killpg(first.pid, signal.SIGKILL)
     first.wait()
-    wait_for("the job to be dead", lambda: store.get(key)["status"] == "dead", 15)
+    wait_for("the job to be dead", lambda: store.get(key).status == "dead", 15)
     assert executor.resume(key).outcome == "resumed"
     worker()
-    wait_for("the resumed job to end", lambda: store.get(key)["status"] not in ACTIVE)
-    assert store.get(key)["status"] == "done", store.log(key)
+    wait_for("the resumed job to end", lambda: store.get(key).status not in ACTIVE)
+    assert store.get(key).status == "done", store.log(key)
     attempts = [e for e in store.events(key) if e["type"] == "attempt"]
     assert [a["resume"] for a in attempts] == [False, True]
     events = store.events(key)
@@ -133,9 +133,9 @@ def test_a_job_that_needs_another_is_refused_until_that_one_is_finished(store, e
     with pytest.raises(LabError, match="there is none with that key"):
         executor.submit(DoubleSpec(source="0" * 20))
     worker()
-    wait_for("the count to end", lambda: store.get(source)["status"] == "done")
+    wait_for("the count to end", lambda: store.get(source).status == "done")
     doubled = executor.submit(DoubleSpec(source=source)).key
-    wait_for("the double to end", lambda: store.get(doubled)["status"] not in ACTIVE)
+    wait_for("the double to end", lambda: store.get(doubled).status not in ACTIVE)
     assert executor.result(doubled) == {"total": 20}
 
 
@@ -146,7 +146,7 @@ def test_a_worker_that_is_not_running_is_never_believed(store, executor):
     child.wait()
     assert store.claim(pid=child.pid).kind == "count"
     assert process_state(child.pid) == "gone"
-    assert store.get(key)["status"] == "dead"
+    assert store.get(key).status == "dead"
 
 
 @dataclass(frozen=True)

@@ -55,6 +55,18 @@ def test_the_status_tests_follow_the_stores_status_sets(status, active, finished
     assert (record.active, record.finished, record.stopped) == (active, finished, stopped)
 
 
+def test_the_store_reads_records_as_job_records_and_stores_the_same_dicts(store):
+    from labcore.jobs import new_job
+    from labcore.spec import make_spec
+
+    key = store.submit(new_job(make_spec(discipline="bits-xor", model="tiny:bert", max_steps=2)), who="ann").key
+    record = store.get(key)
+    assert isinstance(record, JobRecord) and record.status == "queued" and record.started_by == "ann"
+    assert record.to_dict() == store.table.get(key)
+    assert store.record(key) == record and store.jobs() == [record] and store.runs() == [record]
+    assert store.status(key).record == record and store.cancel(key).status == "cancelled"
+
+
 def test_a_record_without_its_key_is_refused_by_name():
     with pytest.raises(ValueError, match="needs its key"):
         JobRecord.from_dict({"status": "done"})

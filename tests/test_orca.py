@@ -239,14 +239,14 @@ def test_runs_draws_the_alignment_curve_and_compare_its_distance_beside_the_test
     store = open_store()
     key = LocalExecutor(store, autostart=False).submit(_aligned(3)).key
     Worker(store, exit_when_idle=True).serve()
-    assert store.get(key)["status"] == "done", store.log(key)
+    assert store.get(key).status == "done", store.log(key)
     at = AppTest.from_file(str(paths.REPO_ROOT / "app.py"), default_timeout=120)
     at.query_params["runs"] = key[:12]
     at = at.run().switch_page("pages/compare.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert "Alignment distance beside the test metric (ORCA)" in [s.value for s in at.subheader]
     table = next(f.value for f in at.dataframe if "after" in f.value.columns)
-    stage = store.get(key)["result"]["stage"]
+    stage = store.get(key).result["stage"]
     assert table["before"].tolist() == [stage["before"]] and table["after"].tolist() == [stage["after"]]
     runs = AppTest.from_file(str(paths.REPO_ROOT / "app.py"), default_timeout=120)
     runs.query_params["run"] = key

@@ -91,12 +91,12 @@ def lab(tmp_path_factory):
         listops = executor.submit(tiny(model, discipline="listops", discipline_params=SMALL_LISTOPS, max_steps=6,
                                        eval_every=3)).key
         run_worker_until_idle(store, cache)
-        statuses = {k: store.get(k)["status"] for k in pair_keys + [listops]}
+        statuses = {k: store.get(k).status for k in pair_keys + [listops]}
         assert set(statuses.values()) == {"done"}, (statuses, (cache / "worker.log").read_text()[-3000:])
         # The attention page's maps come from an attention job, computed by a real worker like the runs.
         maps_job = executor.submit(AttentionSpec(run=pair_keys[0], split="test", index=0)).key
         run_worker_until_idle(store, cache)
-        assert store.get(maps_job)["status"] == "done", store.log(maps_job)
+        assert store.get(maps_job).status == "done", store.log(maps_job)
         yield SimpleNamespace(cache=cache, store=store, model=model, pair=pair_keys, listops=listops,
                               executor=executor, maps_job=maps_job)
     finally:
@@ -227,7 +227,7 @@ def test_attention_maps_hold_three_weight_sets_and_the_tokens_both_ways(lab):
     assert not np.allclose(maps.maps["pretrained"], maps.maps["random"])
     assert maps.symbols[0] == "[CLS]" and maps.symbols[-1] == "[SEP]" and len(maps.vocab_tokens) == length
     # Each symbol was fed as the token its run's random mapping gives it.
-    spec = record["spec"]
+    spec = record.spec
     info = discipline_info(spec["discipline"], spec["discipline_params"])
     mapping = build_mapping(MappingSpec("random", seed=spec["mapping_seed"]), info.alphabet,
                             model_vocab(spec["model"]))
@@ -256,7 +256,7 @@ def test_mapping_page_shows_the_table_and_rejects_a_table_that_is_not_one_to_one
 
 def test_mapping_page_reruns_an_unchanged_mapping_from_the_store(lab):
     at = page("pages/mapping.py", run=lab.listops)
-    spec = lab.store.get(lab.listops)["spec"]
+    spec = lab.store.get(lab.listops).spec
     at.radio(key="w:map.kind").set_value("random").run()
     at.number_input(key=f"keep.map.seed.{lab.listops}").set_value(spec["mapping_seed"]).run()
     assert "This is the run's own mapping" in texts(at)
@@ -281,12 +281,12 @@ def test_the_analysis_page_queues_an_analysis_of_two_runs_and_draws_it(lab):
         at.button[0].click().run()  # the form's submit button
         no_exception(at)
         jobs = [r for r in lab.store.jobs(kind="similarity")]
-        assert len(jobs) == 1 and jobs[0]["requires"] == [lab.pair[0], lab.pair[2]]  # pretrained vs random, tuned
+        assert len(jobs) == 1 and jobs[0].requires == [lab.pair[0], lab.pair[2]]  # pretrained vs random, tuned
     finally:
         stop_workers(lab.store, timeout_s=30)  # the page's executor started one; this test runs its own
     run_worker_until_idle(lab.store, lab.cache)
-    key = jobs[0]["key"]
-    assert lab.store.get(key)["status"] == "done", lab.store.log(key)
+    key = jobs[0].key
+    assert lab.store.get(key).status == "done", lab.store.log(key)
     shown = page("pages/analysis.py", job=key)
     no_exception(shown)
     assert len(shown.get("plotly_chart")) == 1 and "PWCCA of the last layers" in texts(shown)
@@ -313,10 +313,10 @@ def test_the_experiment_form_submits_a_spec(tmp_path, monkeypatch):
         no_exception(at)
         records = store.runs()
         assert len(records) == 1
-        spec = records[0]["spec"]
+        spec = records[0].spec
         assert (spec["model"], spec["discipline"], spec["protocol"], spec["max_steps"]) == \
             (f"local:{model}", "bits-xor", "frozen", 4)
-        assert records[0]["status"] in ACTIVE + ("done",)
+        assert records[0].status in ACTIVE + ("done",)
     finally:
         stop_workers(store, timeout_s=30)
 

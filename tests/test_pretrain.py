@@ -202,6 +202,7 @@ def test_a_finished_runs_body_loads_as_run_key_with_its_trained_weights(fetched_
     from labcore.resolve import resolve_spec
     from labcore.run import load_trained, run
     from labcore.spec import make_spec
+    from labcore.store import JobRecord
 
     spec = resolve_spec(make_spec(model="tiny:roberta", discipline="listops",
                                   discipline_params={"n_train": 64, "n_validation": 16, "n_test": 16,
@@ -209,7 +210,7 @@ def test_a_finished_runs_body_loads_as_run_key_with_its_trained_weights(fetched_
                                   max_steps=4, eval_every=2, precision="fp32", batch_size=16, protocol="full"))
     workdir = tmp_path / "run"
     assert run(spec, workdir=workdir).status == "done"
-    record = {"key": spec.key, "status": "done", "spec": spec.to_dict()}
+    record = JobRecord.from_dict({"key": spec.key, "status": "done", "spec": spec.to_dict()})
     shutil.rmtree(run_body_folder(spec.key), ignore_errors=True)  # left by an earlier session of the tests
     with pytest.raises(LabError, match="not written out yet"):
         load_backbone(f"run:{spec.key}")
@@ -253,8 +254,8 @@ def test_the_pretrain_kind_runs_in_a_worker_and_is_served_from_the_cache_on_resu
                                   cwd=REPO, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                   start_new_session=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
-        wait_for("the pretraining to end", lambda: store.get(first.key)["status"] not in ACTIVE, 240)
-        assert store.get(first.key)["status"] == "done", store.log(first.key)
+        wait_for("the pretraining to end", lambda: store.get(first.key).status not in ACTIVE, 240)
+        assert store.get(first.key).status == "done", store.log(first.key)
         kinds = [e["type"] for e in store.events(first.key)]
         assert kinds.count("step") == 6 and "eval" in kinds
         result = executor.result(first.key)
@@ -314,7 +315,7 @@ def test_the_cli_queues_a_pretraining_and_names_a_bad_corpus(store, capsys):
     assert main(["pretrain", "--corpus", "flat", "--size", "tiny", "--steps", "3", "--name", "cli-queued",
                  "--queue", "--store", str(store.root)]) == 0
     (job,) = store.jobs(kind="pretrain")
-    assert (job["spec"]["corpus"], job["spec"]["steps"], job["spec"]["name"]) == ("flat", 3, "cli-queued")
+    assert (job.spec["corpus"], job.spec["steps"], job.spec["name"]) == ("flat", 3, "cli-queued")
     assert main(["pretrain", "--corpus", "klingon"]) == 2
     assert "unknown L1 corpus 'klingon'" in capsys.readouterr().err
 

@@ -68,12 +68,12 @@ def test_sample_start_watch_and_use_the_model(fetched_assets, tmp_path, monkeypa
         at.button(key="btn.pre.start").click().run()
         assert not at.exception, [e.message for e in at.exception]
         jobs = store.jobs(kind="pretrain")
-        assert len(jobs) == 1 and jobs[0]["spec"]["name"] == "page-test"
-        key = jobs[0]["key"]
+        assert len(jobs) == 1 and jobs[0].spec["name"] == "page-test"
+        key = jobs[0].key
         if not store.workers():  # the page starts one where it can; otherwise a worker of our own finishes it
             run_worker_until_idle(store, cache)
-        wait_for("the pretraining to end", lambda: store.get(key)["status"] not in ACTIVE, 300)
-        assert store.get(key)["status"] == "done", store.log(key)
+        wait_for("the pretraining to end", lambda: store.get(key).status not in ACTIVE, 300)
+        assert store.get(key).status == "done", store.log(key)
         at = page("pages/pretrain.py", pretrain=key)
         assert not at.exception, [e.message for e in at.exception]
         assert "lab:page-test" in texts(at) and "held-out masked accuracy" in texts(at)

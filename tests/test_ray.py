@@ -126,37 +126,37 @@ def steps(events):
 def test_a_sweep_of_six_tiny_runs_streams_events_in_order_into_the_store(executor):
     store = executor.store
     keys = [s.key for s in executor.submit_group("ray-sweep", [tiny_spec(seed, max_steps=6) for seed in range(6)])]
-    wait_for("6 runs to end", lambda: all(store.get(k)["status"] not in ACTIVE for k in keys), 120, store)
+    wait_for("6 runs to end", lambda: all(store.get(k).status not in ACTIVE for k in keys), 120, store)
     for key in keys:
         record, events = store.get(key), store.events(key)
-        assert record["status"] == "done", record.get("error")
-        assert record["attempt"] == 1 and record["node"] and record["task_pid"] != os.getpid()
+        assert record.status == "done", record.error
+        assert record.attempt == 1 and record.node and record.task_pid != os.getpid()
         assert steps(events) == list(range(1, 7))
         assert [e["type"] for e in events][0] == "attempt" and events[-1]["type"] == "result"
         times = [e["t"] for e in events if e["type"] != "log"]  # (printed lines are stamped when read from the pipe)
         assert times == sorted(times)  # written in the order the task produced them
-        assert record["result"]["steps_done"] == 6 and record["result"]["test"]
+        assert record.result["steps_done"] == 6 and record.result["test"]
     assert store.group("ray-sweep")["keys"] == keys
     # A finished spec comes back from the store, whichever executor ran it.
     assert executor.submit(tiny_spec(3, max_steps=6)).outcome == "cached"
 
     maps = executor.submit(AttentionSpec(run=keys[0], split="test", index=0)).key
-    wait_for("the attention job", lambda: store.get(maps)["status"] not in ACTIVE, 60, store)
+    wait_for("the attention job", lambda: store.get(maps).status not in ACTIVE, 60, store)
     record = store.get(maps)
-    assert record["status"] == "done", record.get("error")
-    assert (store.workdir(maps) / RESULT_FILE).exists() and record["result"]["layers"] == 2
+    assert record.status == "done", record.error
+    assert (store.workdir(maps) / RESULT_FILE).exists() and record.result["layers"] == 2
 
     # An analysis of a fine-tuned run against its pretrained start runs the same way.
     from labcore.jobs.analyses import ModelRef, NoiseSpec
 
-    spec = store.get(keys[0])["spec"]
+    spec = store.get(keys[0]).spec
     noise = executor.submit(NoiseSpec(models=(ModelRef(run=keys[0]),), discipline=spec["discipline"],
                                       discipline_params=tuple(sorted(spec["discipline_params"].items())),
                                       examples=4)).key
-    wait_for("the analysis job", lambda: store.get(noise)["status"] not in ACTIVE, 120, store)
+    wait_for("the analysis job", lambda: store.get(noise).status not in ACTIVE, 120, store)
     record = store.get(noise)
-    assert record["status"] == "done", record.get("error")
-    assert list(record["result"]["variation"]) == [f"run {keys[0][:8]} (fine-tuned)"] and record["node"]
+    assert record.status == "done", record.error
+    assert list(record.result["variation"]) == [f"run {keys[0][:8]} (fine-tuned)"] and record.node
 
 
 @pytest.mark.integration  # the MiniLM vocabulary its corpus is drawn from
@@ -170,13 +170,13 @@ def test_a_pretraining_runs_on_ray_as_runs_do(executor, fetched_assets):
                         name="test-ray")
     first = executor.submit(spec)
     assert (first.outcome, first.kind) == ("queued", "pretrain")
-    wait_for("the pretraining", lambda: store.get(first.key)["status"] not in ACTIVE, 120, store)
+    wait_for("the pretraining", lambda: store.get(first.key).status not in ACTIVE, 120, store)
     record, events = store.get(first.key), store.events(first.key)
-    assert record["status"] == "done", store.log(first.key)
-    assert record["attempt"] == 1 and record["node"] and record["task_pid"] != os.getpid()
+    assert record.status == "done", store.log(first.key)
+    assert record.attempt == 1 and record.node and record.task_pid != os.getpid()
     assert steps(events) == [1, 2, 3, 4] and "eval" in [e["type"] for e in events]
     assert events[0]["type"] == "attempt" and events[-1]["type"] == "result"
-    assert record["result"]["name"] == "lab:test-ray" and record["result"]["steps"] == 4
+    assert record.result["name"] == "lab:test-ray" and record.result["steps"] == 4
     assert (lab_folder("test-ray") / "model.safetensors").is_file()  # written by the task, where every node reads
     assert executor.submit(spec).outcome == "cached"
 
@@ -186,17 +186,17 @@ def test_cancel_stops_a_run_at_its_step_and_a_stuck_task_by_ray_cancel(executor)
     run = executor.submit(tiny_spec(max_steps=100_000)).key
     stuck = executor.submit(CountSpec(n=2, pause_s=60)).key  # sleeps in its first step: never reads the flag
     wait_for("the run to take steps", lambda: len(steps(store.events(run))) >= 3, 60, store)
-    wait_for("the stuck job to start", lambda: store.get(stuck).get("task_pid"), 30, store)
+    wait_for("the stuck job to start", lambda: store.get(stuck).task_pid, 30, store)
     requested_at = time.time()
     executor.cancel(run)
     executor.cancel(stuck)
-    wait_for("both to stop", lambda: all(store.get(k)["status"] not in ACTIVE for k in (run, stuck)), 30, store)
+    wait_for("both to stop", lambda: all(store.get(k).status not in ACTIVE for k in (run, stuck)), 30, store)
     record = store.get(run)
-    assert record["status"] == "cancelled"
-    assert record["result"]["status"] == "cancelled"  # the run stopped itself: checkpoint and curve kept
+    assert record.status == "cancelled"
+    assert record.result["status"] == "cancelled"  # the run stopped itself: checkpoint and curve kept
     last_step = max(e["t"] for e in store.events(run) if e["type"] == "step")
     assert last_step - requested_at < 2  # the flag is read every 0.2 s; the run stops at its next step
-    assert store.get(stuck)["status"] == "cancelled"
+    assert store.get(stuck).status == "cancelled"
     assert time.time() - requested_at < 10  # the grace (1 s here), then ray.cancel
 
 
@@ -204,13 +204,13 @@ def test_sigkill_of_a_task_process_shows_dead_and_resume_finishes_it(executor):
     store = executor.store
     key = executor.submit(CountSpec(n=40, pause_s=0.05)).key
     wait_for("a checkpoint", lambda: len(steps(store.events(key))) >= 12, 60, store)
-    os.kill(store.get(key)["task_pid"], signal.SIGKILL)
-    wait_for("the job to be dead", lambda: store.get(key)["status"] == "dead", 30, store)
-    assert "WorkerCrashedError" in store.get(key)["error"]
+    os.kill(store.get(key).task_pid, signal.SIGKILL)
+    wait_for("the job to be dead", lambda: store.get(key).status == "dead", 30, store)
+    assert "WorkerCrashedError" in store.get(key).error
     executor.resume(key)
-    wait_for("the resumed job to end", lambda: store.get(key)["status"] not in ACTIVE, 60, store)
+    wait_for("the resumed job to end", lambda: store.get(key).status not in ACTIVE, 60, store)
     record, events = store.get(key), store.events(key)
-    assert record["status"] == "done" and record["result"]["total"] == 40 * 41 // 2
+    assert record.status == "done" and record.result["total"] == 40 * 41 // 2
     attempts = [e for e in events if e["type"] == "attempt"]
     assert [a["resume"] for a in attempts] == [False, True]
     assert steps(events)[-1] == 40
@@ -236,21 +236,21 @@ def test_tune_sweeps_one_spec_with_asha_each_trial_a_run_in_the_store(executor, 
     assert (outcome.experiment.parent == tmp_path / "tune") and outcome.experiment.is_dir()  # Tune's own files
 
     runs = store.runs(group="tune-test")
-    assert [r["spec"]["lr"] for r in runs] == [1e-5, 1e-3, 1e-2]
+    assert [r.spec["lr"] for r in runs] == [1e-5, 1e-3, 1e-2]
     for record in runs:
-        events, result = store.events(record["key"]), RunRecord.from_dict(record["result"])
-        assert record["node"] and events[0]["type"] == "attempt" and events[-1]["type"] == "result"
+        events, result = store.events(record.key), RunRecord.from_dict(record.result)
+        assert record.node and events[0]["type"] == "attempt" and events[-1]["type"] == "result"
         evaluated = [e["step"] for e in events if e["type"] == "eval"]
         if tune.stopped_early(record):  # stopped early, and recorded so: cancelled short of its steps, never done
             [stop] = [e["stopped_at"] for e in events if e.get("source") == "tune"]
-            assert stop in evaluated and stop < STEPS and record["cancelled_by"] == tune.STOPPED_BY
+            assert stop in evaluated and stop < STEPS and record.cancelled_by == tune.STOPPED_BY
             assert result.status == "cancelled" and stop <= result.steps_done < result.total_steps == STEPS
         else:
-            assert record["status"] == "done" and result.steps_done == result.total_steps == STEPS
+            assert record.status == "done" and result.steps_done == result.total_steps == STEPS
             assert evaluated == list(range(10, STEPS + 1, 10))
     saved = tune.savings(runs)
     assert (saved.trials, saved.done + saved.stopped) == (3, 3) and saved.stopped >= 1 and saved.steps_saved > 0
-    done = [RunRecord.from_dict(r["result"]) for r in runs if r["status"] == "done"]
+    done = [RunRecord.from_dict(r.result) for r in runs if r.status == "done"]
     best = max(done, key=lambda r: r.validation[r.metric])
     assert outcome.best == {"key": best.key, "config": {"lr": best.spec["lr"]}, "validation": best.validation[best.metric],
                             "metric": best.metric}
@@ -271,8 +271,8 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
     executor = RayExecutor(store, address="")
     try:
         key = executor.submit(CountSpec(n=5)).key  # starts `python -m labcore.ray_pump` and waits for its report
-        wait_for("the job", lambda: store.get(key)["status"] not in ACTIVE, 60, store)
-        assert store.get(key)["status"] == "done" and store.get(key)["node"]
+        wait_for("the job", lambda: store.get(key).status not in ACTIVE, 60, store)
+        assert store.get(key).status == "done" and store.get(key).node
         [pump] = executor.alive_workers()
         assert pump["role"] == "ray-executor"
         cluster_processes = descendants(pump["pid"])  # its gcs_server, raylet and workers
@@ -281,7 +281,7 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
         wait_for("the long job to take steps", lambda: len(steps(store.events(going))) >= 3, 60, store)
     finally:
         executor.stop_workers(timeout_s=30)  # SIGTERM: its tasks stop at their next step
-    assert store.get(going)["status"] == "interrupted" and store.get(going)["error"] == ""
+    assert store.get(going).status == "interrupted" and store.get(going).error == ""
     wait_for("the executor's cluster to exit", lambda: not alive(cluster_processes | {pump["pid"]}), 30)
     shutil.rmtree(temp, ignore_errors=True)
     # A finished key is a result: it comes back at once, with no executor process to ask.

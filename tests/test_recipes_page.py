@@ -100,8 +100,8 @@ def test_the_run_button_queues_the_plan_in_the_session_s_name(tmp_path, monkeypa
         assert plan.group in store.groups()
         records = [store.get(step_key(s)) for s in plan.stages[0]]
         assert all(r is not None for r in records)
-        assert {r["status"] for r in records} <= {"queued", "running", "done", "failed"}
-        assert all(r["requesters"] and r["requesters"][0].startswith("session-") for r in records)
+        assert {r.status for r in records} <= {"queued", "running", "done", "failed"}
+        assert all(r.requesters and r.requesters[0].startswith("session-") for r in records)
         shown = texts(at)
         assert "Progress" in [h.value for h in at.subheader]
         assert f"of {len(plan.steps)}** jobs done" in "\n".join(p.proto.text for p in at.get("progress"))

@@ -115,7 +115,7 @@ def test_a_key_prefix_is_enough(store):
 # -------------------------------------------------------------------------------------------- cancelling
 def test_cancel_a_queued_run_takes_it_off_the_queue(store):
     key = submit(store, spec()).key
-    assert store.cancel(key)["status"] == "cancelled"
+    assert store.cancel(key).status == "cancelled"
     assert store.claim() is None
     again = submit(store, spec())  # pressing run again continues it
     assert (again.status, again.outcome) == ("queued", "resumed")
@@ -125,12 +125,12 @@ def test_cancel_a_running_run_raises_the_flag_of_its_attempt(store):
     key = submit(store, spec()).key
     claim = store.claim()
     assert not store.cancel_requested(key, claim.attempt)
-    assert store.cancel(key)["status"] == "running"
+    assert store.cancel(key).status == "running"
     assert store.cancel_requested(key, claim.attempt)
     store.append_events(key, [{"type": "step", "step": 1, "loss": 0.7}])
     assert store.finish(key, claim.attempt, "cancelled", result={"status": "cancelled"})
     record = store.get(key)
-    assert record["status"] == "cancelled"
+    assert record.status == "cancelled"
     assert curves_from_events(store.events(key))["train_loss"] == [(1, 0.7)]  # the curve stays
     assert not store.cancel_requested(key, claim.attempt)
 
@@ -155,8 +155,8 @@ def test_a_run_whose_worker_is_gone_is_dead_then_resumes_with_its_checkpoint(sto
     (claim.workdir / "resume.pt").parent.mkdir(parents=True)
     (claim.workdir / "resume.pt").write_bytes(b"checkpoint")
     record = store.get(key)
-    assert record["status"] == "dead"
-    assert "resume it" in record["error"]
+    assert record.status == "dead"
+    assert "resume it" in record.error
     assert "resume it" in store.log(key)
     assert key not in store.cache.get("index/running", [])
     resumed = store.resume(key)
@@ -177,8 +177,8 @@ def test_a_run_whose_worker_is_a_zombie_is_dead(store):
         while process_state(child.pid) == "alive":
             time.sleep(0.02)
         assert store.reap() == [key]
-        assert store.get(key)["status"] == "dead"
-        assert "zombie" in store.get(key)["error"]
+        assert store.get(key).status == "dead"
+        assert "zombie" in store.get(key).error
     finally:
         child.wait()
 
@@ -187,13 +187,13 @@ def test_a_run_with_a_stale_heartbeat_is_dead_even_if_its_pid_lives(tmp_path):
     store = Store(tmp_path / "store", StoreSettings(stale_after_s=0.3))
     key = submit(store, spec()).key
     claim = store.claim()  # this very process: alive, but it will not heartbeat
-    assert store.get(key)["status"] == "running"
+    assert store.get(key).status == "running"
     time.sleep(0.5)
     assert store.status(key).status == "dead"
-    assert "no heartbeat" in store.get(key)["error"]
+    assert "no heartbeat" in store.get(key).error
     # A worker that was only slow comes back: its heartbeat makes the run running again.
     assert store.heartbeat(key, claim.attempt, step=3)
-    assert store.get(key)["status"] == "running"
+    assert store.get(key).status == "running"
     assert store.status(key).step == 3
 
 
@@ -201,7 +201,7 @@ def test_a_failed_run_resubmitted_starts_over(store):
     key = submit(store, spec()).key
     claim = store.claim()
     store.finish(key, claim.attempt, "failed", error="bad input: fix it", traceback="Traceback ...")
-    assert store.get(key)["error"] == "bad input: fix it"
+    assert store.get(key).error == "bad input: fix it"
     again = submit(store, spec())
     assert (again.status, again.outcome) == ("queued", "requeued")
     assert store.claim().resume is False
@@ -254,7 +254,7 @@ def test_a_sweep_is_a_named_group_of_specs(store):
     subs = store.submit_group("seeds", [new_job(spec(i)) for i in range(3)])
     assert [s.outcome for s in subs] == ["cached", "queued", "queued"]
     assert store.group("seeds")["keys"] == [s.key for s in subs]
-    assert [r["key"] for r in store.runs(group="seeds", status="queued")] == [subs[1].key, subs[2].key]
+    assert [r.key for r in store.runs(group="seeds", status="queued")] == [subs[1].key, subs[2].key]
     assert store.groups() == ["seeds"]
     with pytest.raises(LabError, match="sweeps in the store: seeds"):
         store.group("other")
@@ -274,8 +274,8 @@ def test_a_group_is_submitted_whole_in_order_or_not_at_all(store):
         store.submit_group("mixed", [new_job(spec(500)), new_job(body)])
     assert "mixed" not in store.groups() and len(store.keys()) == 302
     newest = store.runs(newest=3)  # a page's read of a large lab: the last three, in submission order
-    assert [r["key"] for r in newest] == store.keys()[-3:]
-    assert [r["key"] for r in store.runs(newest=2, status="queued", group="big")] == store.group("big")["keys"][-2:]
+    assert [r.key for r in newest] == store.keys()[-3:]
+    assert [r.key for r in store.runs(newest=2, status="queued", group="big")] == store.group("big")["keys"][-2:]
 
 
 def test_in_process_results_are_served_like_worker_results(store):
@@ -343,7 +343,7 @@ def test_concurrent_processes_claim_each_spec_exactly_once(store):
                 proc.kill()
                 proc.wait()
     assert sorted(claimed) == sorted(keys)
-    assert {r["status"] for r in store.runs()} == {"done"}
+    assert {r.status for r in store.runs()} == {"done"}
 
 
 def test_the_store_side_never_imports_torch(tmp_path):
@@ -382,13 +382,13 @@ def test_a_store_written_before_job_kinds_is_upgraded_on_open(tmp_path):
     old.close()
     store = Store(tmp_path / "store")
     try:
-        assert [r["key"] for r in store.runs()] == ["a" * 20]
-        assert store.get("a" * 20)["kind"] == "run" and store.get_result("a" * 20).status == "done"
+        assert [r.key for r in store.runs()] == ["a" * 20]
+        assert store.get("a" * 20).kind == "run" and store.get_result("a" * 20).status == "done"
         assert store.group("pair")["keys"] == ["a" * 20]
         assert store.jobs() == store.runs()  # the old attention job records are gone, not listed as jobs
         assert store.claim() is None  # and so is their queue
         again = Store(tmp_path / "store")  # opening an upgraded store again changes nothing
-        assert [r["key"] for r in again.runs()] == ["a" * 20]
+        assert [r.key for r in again.runs()] == ["a" * 20]
         again.close()
     finally:
         store.close()
@@ -400,10 +400,10 @@ def test_a_non_requesters_cancel_withdraws_only_their_request(store):
     assert submit(store, spec(), who="ben").outcome == "existing"  # the same demo: one run, two requesters
     assert submit(store, spec(), who="cat").outcome == "existing"
     record = store.get(key)
-    assert (record["started_by"], record["requesters"]) == ("ann", ["ann", "ben", "cat"])
+    assert (record.started_by, record.requesters) == ("ann", ["ann", "ben", "cat"])
     gone = store.withdraw(key, "ben")
     assert (gone.outcome, gone.others) == ("withdrawn", 2)
-    assert store.get(key)["status"] == "queued" and store.get(key)["requesters"] == ["ann", "cat"]
+    assert store.get(key).status == "queued" and store.get(key).requesters == ["ann", "cat"]
     stranger = store.withdraw(key, "dan")  # never asked: nothing changes
     assert (stranger.outcome, stranger.others) == ("not-requested", 2)
     claim = store.claim()
@@ -422,11 +422,11 @@ def test_the_last_withdrawal_stops_the_run(store):
     assert (last.outcome, last.others) == ("cancelled", 0)
     assert store.cancel_requested(key, claim.attempt)
     record = store.get(key)
-    assert record["cancelled_by"] == "ben" and [h["did"] for h in record["history"]] == [
+    assert record.cancelled_by == "ben" and [h["did"] for h in record.history] == [
         "start", "join", "withdraw", "cancel"]
     store.finish(key, claim.attempt, "cancelled")
     queued = submit(store, spec(1), who="ann").key  # a queued run is cancelled at once
-    assert store.withdraw(queued, "ann").record["status"] == "cancelled"
+    assert store.withdraw(queued, "ann").record.status == "cancelled"
     assert store.claim() is None
 
 
@@ -435,11 +435,11 @@ def test_the_teachers_cancel_stops_a_run_many_asked_for(store):
     submit(store, spec(), who="ben")
     claim = store.claim()
     record = store.cancel(key, "teacher")
-    assert record["cancelled_by"] == "teacher" and record["requesters"] == []
+    assert record.cancelled_by == "teacher" and record.requesters == []
     assert store.cancel_requested(key, claim.attempt)
     store.finish(key, claim.attempt, "cancelled")
     again = submit(store, spec(), who="ben")  # a later click resumes it, now ben's alone
-    assert again.outcome == "resumed" and again.record["requesters"] == ["ben"] and again.record["started_by"] == "ben"
+    assert again.outcome == "resumed" and again.record.requesters == ["ben"] and again.record.started_by == "ben"
     assert store.claim().key == key
     store.reap()
 
@@ -447,7 +447,7 @@ def test_the_teachers_cancel_stops_a_run_many_asked_for(store):
 def test_clearing_the_queue_cancels_every_waiting_job(store):
     keys = [submit(store, spec(i), who=f"s{i}").key for i in range(3)]
     assert sorted(store.clear_queue("teacher")) == sorted(keys)
-    assert {store.get(k)["status"] for k in keys} == {"cancelled"}
+    assert {store.get(k).status for k in keys} == {"cancelled"}
     assert store.claim() is None
 
 
@@ -497,13 +497,13 @@ def test_many_records_read_at_once_are_the_records_read_one_by_one(store, monkey
     keys = [submit(store, spec(seed)).key for seed in range(7)]
     finish_done(store, keys[0])
     # a record too large for a row of its own lives in a file beside the database: read the same way
-    big = dict(store.get(keys[1]), note="x" * 100_000)
+    big = dict(store.get(keys[1]).to_dict(), note="x" * 100_000)
     store.table.put(big)
     read = store.table.get_many([*keys, "no-such-key"])
     assert read == {k: store.table.get(k) for k in keys}
     assert read[keys[1]]["note"] == big["note"] and read[keys[0]]["status"] == "done"
-    assert [r["key"] for r in store.jobs()] == keys
-    assert [r["key"] for r in store.jobs(status="done")] == [keys[0]]
+    assert [r.key for r in store.jobs()] == keys
+    assert [r.key for r in store.jobs(status="done")] == [keys[0]]
 
 
 def test_a_record_rewritten_reads_anew_and_a_callers_change_reaches_no_other_reader(store):

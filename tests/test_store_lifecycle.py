@@ -81,7 +81,7 @@ def test_deleting_a_group_keeps_jobs_another_group_lists_and_the_recipe_goes_who
     assert plan.groups == (RECIPE_GROUP,) and plan.keys == (k["source"],)
     assert plan.kept == ((k["other"], "mine"),)
     delete(store, plan)
-    assert RECIPE_GROUP not in store.groups() and store.get(k["other"])["status"] == "done"
+    assert RECIPE_GROUP not in store.groups() and store.get(k["other"]).status == "done"
     with pytest.raises(LabError, match="recipes with jobs here: \\(none\\)"):
         plan_delete(store, Selection(recipe="kao"))
 
@@ -91,7 +91,7 @@ def test_a_job_still_waiting_for_the_deleted_one_blocks_the_deletion(store):
     waiting = store.submit(new_job(run_spec(3, model=f"run:{source}"))).key
     with pytest.raises(LabError, match=f"{waiting[:12]} \\(queued\\).*cancel or delete those first"):
         delete_selected(store, [source])
-    assert store.get(source)["status"] == "done"
+    assert store.get(source).status == "done"
     delete_selected(store, [source, waiting])  # both together are fine
     assert store.keys(kind=None) == []
 

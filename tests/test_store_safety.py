@@ -75,7 +75,7 @@ def test_values_are_json_and_a_planted_pickle_never_runs(tmp_path):
     assert repaired.returncode == 0, repaired.stdout + repaired.stderr
     assert not marker.exists()
     again = Store(root)
-    assert again.get(key)["status"] == "done"  # back from its folder's record.json
+    assert again.get(key).status == "done"  # back from its folder's record.json
     again.close()
 
 
@@ -93,7 +93,7 @@ def test_an_old_pickled_store_is_converted_with_plain_containers_only(tmp_path):
     old.set("planted", _Evil(marker))
     old.close()
     store = Store(tmp_path / "store")
-    assert store.get("b" * 20)["label"] == "old"
+    assert store.get("b" * 20).label == "old"
     assert store.cache.get("planted") is None and not marker.exists()  # refused, dropped, never run
     store.close()
 
@@ -128,7 +128,7 @@ def test_a_damaged_database_names_the_repair_and_the_folders_rebuild_it(tmp_path
     assert "rebuilt the store from 20 job folder(s)" in repaired.stdout
     print(f"store repair of a {damage} database with 20 finished runs: {elapsed:.2f} s (CLI, start-up included)")
     store = Store(root)
-    assert [r["key"] for r in store.runs()] == keys and {r["status"] for r in store.runs()} <= set(FINISHED)
+    assert [r.key for r in store.runs()] == keys and {r.status for r in store.runs()} <= set(FINISHED)
     assert store.group("seeds")["keys"] == keys
     assert list(root.glob("db.damaged-*"))  # the damaged file is kept aside, not deleted
     store.close()
@@ -145,7 +145,7 @@ def test_a_lost_database_beside_job_folders_is_rebuilt_not_shown_empty(tmp_path,
     if damage == "empty":
         (root / "db" / "cache.db").write_bytes(b"")
     store = Store(root)
-    assert [r["key"] for r in store.runs()] == keys
+    assert [r.key for r in store.runs()] == keys
     store.close()
 
 
@@ -210,10 +210,10 @@ def test_a_full_disk_fails_the_job_with_its_reason_and_the_worker_lives_on(small
                                    precision="fp32", max_steps=100_000)).key
         wait_for("a checkpoint", lambda: any(e["type"] == "checkpoint" for e in store.events(key)))
         fill(small_disk, leave=64 * 1024)
-        wait_for("the job to stop", lambda: store.get(key)["status"] not in ("queued", "running"), 180)
+        wait_for("the job to stop", lambda: store.get(key).status not in ("queued", "running"), 180)
         record = store.get(key)
-        assert record["status"] == "failed", store.log(key)
-        assert record["error"].startswith("the disk holding the lab's store is full (free space at")
+        assert record.status == "failed", store.log(key)
+        assert record.error.startswith("the disk holding the lab's store is full (free space at")
         assert worker.poll() is None  # the worker survived it
         assert not list(store.workdir(key).glob(".*.tmp"))  # no half-written checkpoint left behind
         status = cli("status", key, root=root)  # the store still opens while the disk is full
@@ -230,9 +230,9 @@ def test_a_job_does_not_start_without_room_for_its_checkpoints(small_disk, tmp_p
     key = executor.submit(spec(model="tiny:bert", max_steps=5, precision="fp32")).key
     worker = start_worker(root, tmp_path / "worker.log")  # the default: 64 MB free to start, on 20 MB
     try:
-        wait_for("the job to stop", lambda: store.get(key)["status"] not in ("queued", "running"))
-        assert store.get(key)["status"] == "failed"
-        assert "a job starts with at least 64 MB free" in store.get(key)["error"]
+        wait_for("the job to stop", lambda: store.get(key).status not in ("queued", "running"))
+        assert store.get(key).status == "failed"
+        assert "a job starts with at least 64 MB free" in store.get(key).error
         assert worker.poll() is None
     finally:
         stop(worker)

@@ -81,14 +81,14 @@ def test_two_workers_run_twenty_specs_each_exactly_once(store, workers, tiny_mod
     workers("--workers", "2", "--checkpoint-every", "0")
     keys = [submit(store, tiny_spec(tiny_model, seed, max_steps=6)).key for seed in range(20)]
     assert len(set(keys)) == 20
-    wait_for("20 runs to end", lambda: all(store.get(k)["status"] not in ACTIVE for k in keys), 600, store)
+    wait_for("20 runs to end", lambda: all(store.get(k).status not in ACTIVE for k in keys), 600, store)
     records = [store.get(k) for k in keys]
-    assert [r["status"] for r in records] == ["done"] * 20, [r.get("error") for r in records]
+    assert [r.status for r in records] == ["done"] * 20, [r.error for r in records]
     for key, record in zip(keys, records):
         attempts = [e for e in store.events(key) if e["type"] == "attempt"]
-        assert record["attempt"] == 1 and len(attempts) == 1  # claimed once, run once
+        assert record.attempt == 1 and len(attempts) == 1  # claimed once, run once
         assert [e["step"] for e in steps(store.events(key))] == list(range(1, 7))
-        assert record["result"]["steps_done"] == 6
+        assert record.result["steps_done"] == 6
     # A finished spec comes back from the store: no queue entry, no worker.
     seq = store.queue_seq()
     again = submit(store, tiny_spec(tiny_model, 3, max_steps=6))
@@ -101,13 +101,13 @@ def test_cancel_stops_a_run_within_one_step_and_keeps_its_curve(store, workers, 
     key = submit(store, tiny_spec(tiny_model, max_steps=100_000)).key
     wait_for("the run to take steps", lambda: len(steps(store.events(key))) >= 3, store=store)
     requested_at = time.time()
-    assert store.cancel(key)["status"] == "running"
-    wait_for("the run to stop", lambda: store.get(key)["status"] not in ACTIVE, store=store)
+    assert store.cancel(key).status == "running"
+    wait_for("the run to stop", lambda: store.get(key).status not in ACTIVE, store=store)
     record = store.get(key)
-    assert record["status"] == "cancelled"
+    assert record.status == "cancelled"
     after = [e for e in steps(store.events(key)) if e["t"] > requested_at]
     assert len(after) <= 1  # only the step in flight when the flag was raised
-    assert record["result"]["status"] == "cancelled"
+    assert record.result["status"] == "cancelled"
     assert curves_from_events(store.events(key))["train_loss"]  # the curve is kept
     assert any(e["type"] == "checkpoint" for e in store.events(key))  # and it can be resumed
 
@@ -121,14 +121,14 @@ def test_sigkill_makes_the_run_dead_and_resume_continues_from_the_checkpoint(sto
                                          for e in store.events(key)), store=store)
     os.killpg(first.pid, signal.SIGKILL)
     # Not reaped yet: the worker is a zombie, which os.kill(pid, 0) would call alive.
-    wait_for("the run to be dead", lambda: store.get(key)["status"] == "dead", 15, store)
+    wait_for("the run to be dead", lambda: store.get(key).status == "dead", 15, store)
     assert process_state(first.pid) in ("zombie", "gone")
     first.wait()
     assert store.resume(key).outcome == "resumed"
     workers("--checkpoint-every", "5")
-    wait_for("the resumed run to end", lambda: store.get(key)["status"] not in ACTIVE, store=store)
+    wait_for("the resumed run to end", lambda: store.get(key).status not in ACTIVE, store=store)
     record = store.get(key)
-    assert record["status"] == "done", store.log(key)
+    assert record.status == "done", store.log(key)
     events = store.events(key)
     marker = next(i for i, e in enumerate(events) if e["type"] == "attempt" and e["attempt"] == 2)
     assert events[marker]["resume"] is True
@@ -137,7 +137,7 @@ def test_sigkill_makes_the_run_dead_and_resume_continues_from_the_checkpoint(sto
     assert steps(events[marker:])[0]["step"] == resumed_from + 1
     loss_curve = curves_from_events(events)["train_loss"]
     assert [s for s, _ in loss_curve] == list(range(1, total + 1))  # continues, no gap, no doubling back
-    assert record["result"]["steps_done"] == total
+    assert record.result["steps_done"] == total
     assert_typed(events)  # the stream as stored: stamped events of both attempts, the store's and the worker's
 
 
@@ -149,13 +149,13 @@ def test_a_frozen_worker_looks_dead_and_comes_back_when_it_thaws(store, workers,
     wait_for("the run to take steps", lambda: steps(store.events(key)), store=store)
     os.killpg(worker.pid, signal.SIGSTOP)  # alive, not a zombie, but silent: only the heartbeat tells
     try:
-        wait_for("the run to look dead", lambda: reader.get(key)["status"] == "dead", 30, store)
+        wait_for("the run to look dead", lambda: reader.get(key).status == "dead", 30, store)
         assert process_state(worker.pid) == "alive"
-        assert "no heartbeat" in reader.get(key)["error"]
+        assert "no heartbeat" in reader.get(key).error
     finally:
         os.killpg(worker.pid, signal.SIGCONT)
-    wait_for("the run to end", lambda: reader.get(key)["status"] not in ACTIVE + ("dead",), store=store)
-    assert reader.get(key)["status"] == "done"  # the same attempt finished: its result counts
+    wait_for("the run to end", lambda: reader.get(key).status not in ACTIVE + ("dead",), store=store)
+    assert reader.get(key).status == "done"  # the same attempt finished: its result counts
     reader.close()
 
 
@@ -172,16 +172,16 @@ def test_a_stalled_worker_is_fenced_out_once_its_run_is_resumed_elsewhere(store,
                                          for e in store.events(key)), store=store)
     os.killpg(first.pid, signal.SIGSTOP)
     try:
-        wait_for("the run to look dead", lambda: reader.get(key)["status"] == "dead", 30, store)
+        wait_for("the run to look dead", lambda: reader.get(key).status == "dead", 30, store)
         assert reader.resume(key).outcome == "resumed"
         workers("--checkpoint-every", "20")
         wait_for("the second attempt to train",
-                 lambda: store.get(key)["attempt"] == 2 and store.status(key).step >= 200, 120, store)
+                 lambda: store.get(key).attempt == 2 and store.status(key).step >= 200, 120, store)
     finally:
         os.killpg(first.pid, signal.SIGCONT)
-    wait_for("the run to end", lambda: store.get(key)["status"] not in ACTIVE, 300, store)
+    wait_for("the run to end", lambda: store.get(key).status not in ACTIVE, 300, store)
     record = store.get(key)
-    assert (record["status"], record["attempt"]) == ("done", 2), store.log(key)
+    assert (record.status, record.attempt) == ("done", 2), store.log(key)
     events = store.events(key)
     marker = next(i for i, e in enumerate(events) if e["type"] == "attempt" and e["attempt"] == 2)
     after = events[marker:]
@@ -201,7 +201,7 @@ def test_sigterm_checkpoints_records_interrupted_and_exits(store, workers, tiny_
     os.kill(worker.pid, signal.SIGTERM)
     assert worker.wait(timeout=120) == 0
     record = store.get(key)
-    assert record["status"] == "interrupted"
+    assert record.status == "interrupted"
     assert (store.workdir(key) / "resume.pt").is_file()
     assert store.workers() == []  # it unregistered itself
 
@@ -214,7 +214,7 @@ def test_a_second_reader_and_tail_see_the_same_live_stream(store, workers, tiny_
     try:
         reader = Store(store.root)
         live, cursor = [], 0
-        while reader.get(key)["status"] in ACTIVE:
+        while reader.get(key).status in ACTIVE:
             new, cursor = reader.read_events(key, cursor)
             live.extend(new)
             time.sleep(0.05)
@@ -224,7 +224,7 @@ def test_a_second_reader_and_tail_see_the_same_live_stream(store, workers, tiny_
         if tail.poll() is None:
             tail.kill()
             tail.wait()
-    assert store.get(key)["status"] == "done"
+    assert store.get(key).status == "done"
     assert live == store.events(key)
     assert [json.loads(line) for line in out.splitlines()] == store.events(key)
     assert tail.returncode == 0
@@ -233,8 +233,8 @@ def test_a_second_reader_and_tail_see_the_same_live_stream(store, workers, tiny_
 def test_failures_are_explained_in_the_run_log(store, workers, tiny_model, tmp_path):
     missing = submit(store, tiny_spec(f"local:{tmp_path / 'no-such-model'}")).key  # before the worker: it exits when idle
     workers("--exit-when-idle")
-    wait_for("the run to fail", lambda: store.get(missing)["status"] == "failed", store=store)
-    assert "save_pretrained" in store.get(missing)["error"]  # a LabError: its message names the fix
+    wait_for("the run to fail", lambda: store.get(missing).status == "failed", store=store)
+    assert "save_pretrained" in store.get(missing).error  # a LabError: its message names the fix
 
 
 def test_a_crash_leaves_its_traceback_in_the_run_log(store, workers, tiny_model):
@@ -242,8 +242,8 @@ def test_a_crash_leaves_its_traceback_in_the_run_log(store, workers, tiny_model)
     # so the page says why instead of the jobs waiting forever.
     key = submit(store, tiny_spec(tiny_model)).key
     workers("--exit-when-idle", env={"TRANSFERLAB_JOB_MODULES": "labcore.no_such_engine"})
-    wait_for("the run to fail", lambda: store.get(key)["status"] == "failed", store=store)
-    assert "traceback is in the run's log" in store.get(key)["error"]
+    wait_for("the run to fail", lambda: store.get(key).status == "failed", store=store)
+    assert "traceback is in the run's log" in store.get(key).error
     assert "ModuleNotFoundError" in store.log(key)
     assert "Traceback (most recent call last)" in store.log(key)
 
@@ -255,8 +255,8 @@ def test_the_app_starts_one_worker_and_the_cli_stops_it(store, tiny_model):
         assert len(started) == 1
         assert executor.ensure_workers() == []  # never twice
         key = executor.submit(tiny_spec(tiny_model, max_steps=4)).key
-        wait_for("the run to end", lambda: store.get(key)["status"] not in ACTIVE, store=store)
-        assert store.get(key)["status"] == "done"
+        wait_for("the run to end", lambda: store.get(key).status not in ACTIVE, store=store)
+        assert store.get(key).status == "done"
         assert "loading model" in store.log(key)  # the engine's log reaches the store, not a terminal
         stop = subprocess.run([sys.executable, "-m", "labcore", "worker", "--stop", "--store", str(store.root)],
                               cwd=REPO, capture_output=True, text=True, timeout=120,

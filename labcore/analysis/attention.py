@@ -34,6 +34,7 @@ from labcore.errors import LabError
 
 if TYPE_CHECKING:
     from labcore.run import Prepared
+    from labcore.store import JobRecord
 
 FORMAT = 1
 WEIGHTS = ("pretrained", "random", "finetuned")
@@ -215,7 +216,7 @@ def _tokens(prepared: "Prepared", split: str, index: int, inputs: np.ndarray) ->
     return symbols, vocab_tokens
 
 
-def load_finetuned(record: dict[str, Any], run_dir: Path, *, attn_implementation: str = "eager") -> "Prepared":
+def load_finetuned(record: "JobRecord", run_dir: Path, *, attn_implementation: str = "eager") -> "Prepared":
     """A finished run's model as it ended (see :func:`labcore.run.load_trained`), with a clear error when
     its weights are not there."""
     from labcore.run import BEST_WEIGHTS, load_trained
@@ -223,12 +224,12 @@ def load_finetuned(record: dict[str, Any], run_dir: Path, *, attn_implementation
 
     weights = run_dir / BEST_WEIGHTS
     if not weights.is_file():
-        raise LabError(f"run {record['key']} has no trained weights yet ({weights.name} is written when a run "
-                       f"ends, and it is {record['status']}); let it finish, or resume it, then ask again")
-    return load_trained(make_spec(**record["spec"]), run_dir, attn_implementation=attn_implementation)
+        raise LabError(f"run {record.key} has no trained weights yet ({weights.name} is written when a run "
+                       f"ends, and it is {record.status}); let it finish, or resume it, then ask again")
+    return load_trained(make_spec(**record.spec), run_dir, attn_implementation=attn_implementation)
 
 
-def compute_attention(record: dict[str, Any], run_dir: Path, split: str = "test", index: int = 0) -> AttentionMaps:
+def compute_attention(record: "JobRecord", run_dir: Path, split: str = "test", index: int = 0) -> AttentionMaps:
     """The maps of example ``index`` of ``split`` for the finished run ``record`` (its folder ``run_dir``).
 
     Needs the run's ``best.safetensors`` (written when a run ends: done, diverged or cancelled). Raises
@@ -240,7 +241,7 @@ def compute_attention(record: dict[str, Any], run_dir: Path, split: str = "test"
     if split not in SPLITS:
         raise LabError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")
     index = int(index)
-    spec = make_spec(**record["spec"])
+    spec = make_spec(**record.spec)
     maps: dict[str, np.ndarray] = {}
     for init in ("pretrained", "random"):
         prep = Prepared(spec.replace(init=init), attn_implementation="eager")
@@ -254,9 +255,9 @@ def compute_attention(record: dict[str, Any], run_dir: Path, split: str = "test"
     row = base.dataset[split][index]
     from labcore import data as data_registry
 
-    result = record.get("result") or {}
+    result = record.result or {}
     meta = {
-        "key": record["key"], "split": split, "index": index, "label": data_registry.label_name(info, row["label"]),
+        "key": record.key, "split": split, "index": index, "label": data_registry.label_name(info, row["label"]),
         "prediction": _prediction(info, logits), "model": spec.model, "init": spec.init,
         "discipline": spec.discipline, "protocol": spec.protocol, "input_kind": info.input_kind,
         "input_adapter": spec.input_adapter, "mapping": spec.mapping, "best_step": result.get("best_step"),

@@ -27,12 +27,12 @@ def prepare(ref: dict[str, Any], discipline: str, discipline_params: dict[str, A
 
     if ref.get("run"):
         record = run_input.record
-        spec = make_spec(**record["spec"])
+        spec = make_spec(**record.spec)
         if spec.discipline != discipline:
             raise LabError(f"run {ref['run']} was trained on {spec.discipline}, and this analysis looks at "
                            f"{discipline}: pick the run's discipline, or a run of this one")
         if not (Path(run_input.workdir) / BEST_WEIGHTS).is_file():
-            raise LabError(f"run {ref['run']} has no trained weights ({BEST_WEIGHTS}); it is {record['status']}")
+            raise LabError(f"run {ref['run']} has no trained weights ({BEST_WEIGHTS}); it is {record.status}")
         return load_trained(spec, Path(run_input.workdir), attn_implementation=attn_implementation)
     return Prepared(_backbone_spec(ref, discipline, discipline_params, max_length),
                     attn_implementation=attn_implementation)

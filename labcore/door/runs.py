@@ -12,13 +12,13 @@ from labcore.jobs import key_of
 from labcore.record import RunRecord
 from labcore.resolve import resolve_spec
 from labcore.spec import RunSpec, make_spec, train_defaults
-from labcore.store import ACTIVE, FINISHED, STOPPED, Store, open_store
+from labcore.store import ACTIVE, FINISHED, STOPPED, JobRecord, Store, open_store
 from labcore.store.delete import delete, plan_delete
 from labcore.store.selection import Selection
 from labcore.store.usage import COMMAND_LINE, disk_usage, requester_bytes
 
-__all__ = ["ACTIVE", "COMMAND_LINE", "FINISHED", "SECRETS_TABLE", "STOPPED", "ClassroomLimits", "PasscodeGuard",
-           "RunRecord", "RunSpec", "Selection", "Store", "curves_from_events", "delete", "disk_usage",
+__all__ = ["ACTIVE", "COMMAND_LINE", "FINISHED", "SECRETS_TABLE", "STOPPED", "ClassroomLimits", "JobRecord",
+           "PasscodeGuard", "RunRecord", "RunSpec", "Selection", "Store", "curves_from_events", "delete", "disk_usage",
            "executor_on", "key_of", "make_spec", "open_store", "plan_delete", "requester_bytes", "resolve_spec",
            "result_of", "results", "stage_curves", "stored_spec", "train_defaults"]
 
@@ -34,14 +34,14 @@ def executor_on(store: Store):
     return executor
 
 
-def stored_spec(record: dict[str, Any]) -> Any:
+def stored_spec(record: JobRecord) -> Any:
     """The spec a job record holds, rebuilt as its kind's spec (what a resume queues again)."""
     from labcore import jobs
 
-    return jobs.get_kind(record.get("kind", "run")).from_dict(record["spec"])
+    return jobs.get_kind(record.kind).from_dict(record.spec)
 
 
-def result_of(store: Store, key: str, record: dict[str, Any] | None = None) -> RunRecord | None:
+def result_of(store: Store, key: str, record: JobRecord | None = None) -> RunRecord | None:
     """``key``'s result, from ``record`` where the page read it already."""
     try:
         return store.get_result(key) if record is None else Store.result_in(record)
@@ -49,7 +49,7 @@ def result_of(store: Store, key: str, record: dict[str, Any] | None = None) -> R
         return None
 
 
-def results(store: Store, keys: Iterable[str], read: dict[str, dict[str, Any]] | None = None) -> list[RunRecord]:
+def results(store: Store, keys: Iterable[str], read: dict[str, JobRecord] | None = None) -> list[RunRecord]:
     """The results of ``keys`` that have one; ``read``: records by key the page read already."""
     read = read or {}
     return [r for r in (result_of(store, k, read.get(k)) for k in keys) if r is not None]

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from labcore.errors import LabError
-from labcore.store import FINISHED
+from labcore.store import JobRecord
 
 EPSILON = 1e-4  # the head's scale inside the pooler's tanh (see the module's docstring)
 CHECK_EXAMPLES = 32  # test examples on which the written model must predict what the lab's does
@@ -62,16 +62,16 @@ def refusal(spec: dict[str, Any]) -> str:
     return ""
 
 
-def _check_exportable(job: dict[str, Any], workdir: Path) -> None:
+def _check_exportable(job: JobRecord, workdir: Path) -> None:
     from labcore.run import BEST_WEIGHTS
 
-    what = f"run {job['key'][:12]}"
-    if job.get("kind", "run") != "run":
-        raise LabError(f"{what} is a {job.get('kind')} job, not a training run; only runs have a fine-tuned model")
-    if job["status"] not in FINISHED or not (workdir / BEST_WEIGHTS).is_file():
-        raise LabError(f"{what} is {job['status']} and has no fine-tuned weights in {workdir}; export a finished "
+    what = f"run {job.key[:12]}"
+    if job.kind != "run":
+        raise LabError(f"{what} is a {job.kind} job, not a training run; only runs have a fine-tuned model")
+    if not job.finished or not (workdir / BEST_WEIGHTS).is_file():
+        raise LabError(f"{what} is {job.status} and has no fine-tuned weights in {workdir}; export a finished "
                        f"run (run it again if its folder was cleared)")
-    why = refusal(job["spec"])
+    why = refusal(job.spec)
     if why:
         raise LabError(f"{what} cannot be written as a transformers model: {why}")
 
@@ -187,9 +187,9 @@ def exported_logits(classifier, tokenizer, texts: list[str]) -> np.ndarray:
         return classifier(**batch).logits.float().numpy()
 
 
-def model_card(job: dict[str, Any], prepared, folder_name: str) -> str:
+def model_card(job: JobRecord, prepared, folder_name: str) -> str:
     """README.md: what the model is, how it was trained and measured, and how to feed it."""
-    record, info, spec = job["result"], prepared.info, prepared.spec
+    record, info, spec = job.result, prepared.info, prepared.spec
     binfo_family = prepared.backbone_info.family
     metric = record.get("metric", "")
     mapping = prepared.mapping
@@ -207,7 +207,7 @@ tags: [transfer-lab, {spec.discipline}]
 ---
 # {spec.model} fine-tuned on {info.title}
 
-Transfer Lab run `{job['key']}` ({job.get('label', '')}): a `{spec.model}` body ({spec.init} init) trained
+Transfer Lab run `{job.key}` ({job.label}): a `{spec.model}` body ({spec.init} init) trained
 with the `{spec.protocol}` protocol on **{spec.discipline}**, classes {', '.join(info.class_names)}.
 
 ```python
@@ -250,23 +250,23 @@ Rerun it: `{spec.cli()}`
 """
 
 
-def export_run(job: dict[str, Any], workdir: Path, folder: str | Path) -> Path:
+def export_run(job: JobRecord, workdir: Path, folder: str | Path) -> Path:
     """Write the run of stored record ``job`` (its files in ``workdir``) to ``folder``; returns the folder."""
     from labcore.run import load_trained
     from labcore.spec import make_spec
 
     _check_exportable(job, workdir)
-    prepared = load_trained(make_spec(**job["spec"]), workdir)
+    prepared = load_trained(make_spec(**job.spec), workdir)
     info, binfo = prepared.info, prepared.backbone_info
     if binfo.family not in HEADS:
-        raise LabError(f"run {job['key'][:12]} has a {binfo.family} body; export writes the families "
+        raise LabError(f"run {job.key[:12]} has a {binfo.family} body; export writes the families "
                        f"{', '.join(HEADS)} (a decoder's transformers head reads its last token without a bias, "
                        f"which the lab's head has)")
     if info.output_kind != "class":
-        raise LabError(f"run {job['key'][:12]} predicts {info.output_kind} outputs; a text-classification model "
+        raise LabError(f"run {job.key[:12]} predicts {info.output_kind} outputs; a text-classification model "
                        f"predicts one class")
     if prepared.model.pool_layer is not None or prepared.model.pooling != "cls":
-        raise LabError(f"run {job['key'][:12]} pools layer {prepared.model.pool_layer} with "
+        raise LabError(f"run {job.key[:12]} pools layer {prepared.model.pool_layer} with "
                        f"{prepared.model.pooling!r}; a transformers head reads the last layer's first row")
     classifier, tokenizer = _classifier(prepared, list(info.class_names)), _tokenizer(prepared)
     texts = raw_examples(prepared)[:CHECK_EXAMPLES]

@@ -17,7 +17,8 @@ def run_curves(store: Any, key: str) -> dict[str, list[tuple[int, float]]]:
     found = curves_from_events(store.events(key))
     if found:
         return found
-    result = (store.get(key) or {}).get("result")
+    stored = store.get(key)
+    result = stored.result if stored is not None else None
     if not result:
         return {}
     record = RunRecord.from_dict(result)
@@ -31,11 +32,12 @@ def run_keys(store: Any, keys: str | Iterable[str] | None = None, group: str | N
     chosen = [keys] if isinstance(keys, str) else list(keys or [])
     out = [store.resolve_key(k) for k in chosen]
     for key in out:
-        kind = store.record(key).get("kind", "run")
+        kind = store.record(key).kind
         if kind != "run":
             raise LabError(f"{key[:12]} is a {kind} job, not a training run: it has no curves or run record")
     if group:  # a recipe's group holds its analyses too: only its runs
-        out += [k for k in store.group(group)["keys"] if k not in out and (store.get(k) or {}).get("kind", "run") == "run"]
+        out += [k for k in store.group(group)["keys"]
+                if k not in out and (r := store.get(k)) is not None and r.kind == "run"]
     if not out:
         raise LabError("name the runs: give keys (or key prefixes) or a group; `python -m labcore status` lists them")
     return out

@@ -14,9 +14,12 @@ import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from labcore.errors import LabError
+
+if TYPE_CHECKING:
+    from labcore.store import JobRecord
 
 Event = dict[str, Any]
 StopFn = Callable[[], "str | None"]
@@ -26,7 +29,7 @@ StopFn = Callable[[], "str | None"]
 class JobInput:
     """A finished job whose result this job reads: its record and its folder."""
 
-    record: dict[str, Any]
+    record: "JobRecord"
     workdir: Path
 
 

@@ -29,7 +29,7 @@ from labcore.recipes.keys import mentions, step_key
 from labcore.recipes.report import step_in, wall_seconds
 from labcore.recipes.verdict import LOOKS, OPEN
 from labcore.record import RunRecord
-from labcore.store import ACTIVE, STOPPED, TERMINAL, QueueCapReached
+from labcore.store import ACTIVE, TERMINAL, JobRecord, QueueCapReached
 
 ADJUST_VARIABLE = "TRANSFERLAB_RECIPE_ADJUST"
 
@@ -145,19 +145,18 @@ def plan_keys(plan: Plan) -> dict[Step, str]:
     return {step: step_key(step) for step in plan.steps}
 
 
-def _result(record: Mapping[str, Any] | None) -> Any:
-    if record is None or not record.get("result"):
+def _result(record: JobRecord | None) -> Any:
+    if record is None or not record.result:
         return None
-    if record.get("kind", "run") == "run":
-        return RunRecord.from_dict(record["result"])  # failed and diverged runs too: the report counts them
-    if record["status"] != "done":
+    if record.kind == "run":
+        return RunRecord.from_dict(record.result)  # failed and diverged runs too: the report counts them
+    if record.status != "done":
         return None
-    result = record["result"]
-    if not (result.get("wall_time_s") or result.get("wall_s")) and record.get("started_at") \
-            and record.get("finished_at"):
+    result = record.result
+    if not (result.get("wall_time_s") or result.get("wall_s")) and record.started_at and record.finished_at:
         # An analysis records no time of its own: the store's clock of its attempt times it, so the expected
         # time of the steps like it is learnt from it instead of the prior.
-        result = {**result, "wall_time_s": round(float(record["finished_at"]) - float(record["started_at"]), 1)}
+        result = {**result, "wall_time_s": round(float(record.finished_at) - float(record.started_at), 1)}
     return result
 
 
@@ -186,21 +185,21 @@ class Progress:
         return self.done + self.failed == self.total
 
 
-def _ended(record: Mapping[str, Any] | None) -> bool:
-    return record is not None and record["status"] in TERMINAL
+def _ended(record: JobRecord | None) -> bool:
+    return record is not None and record.status in TERMINAL
 
 
 def progress(plan: Plan, store: Any, errors: tuple[str, ...] = (), held: int = 0) -> Progress:
     keys = plan_keys(plan)
     records = {step: store.get(key) for step, key in keys.items()}
-    statuses = [r["status"] if r else "" for r in records.values()]
+    statuses = [r.status if r else "" for r in records.values()]
     stage = next((i for i, st in enumerate(plan.stages) if not all(_ended(records[s]) for s in st)), len(plan.stages))
     return Progress(
         total=len(statuses), done=statuses.count("done"),
         failed=sum(1 for s in statuses if s in TERMINAL and s != "done"),
         running=statuses.count("running"), queued=sum(1 for s in statuses if s in ACTIVE and s != "running"),
         unsubmitted=statuses.count(""), stage=stage,
-        running_keys=tuple(keys[s] for s, r in records.items() if r and r["status"] == "running"),
+        running_keys=tuple(keys[s] for s, r in records.items() if r and r.status == "running"),
         errors=tuple(errors), held=held)
 
 
@@ -217,7 +216,7 @@ def advance(plan: Plan, executor: Any, *, priority: str = "sweep", who: str | No
     held = 0
     for number, stage in enumerate(plan.stages):
         records = {step: store.get(step_key(step)) for step in stage}
-        wanted = [s for s, r in records.items() if r is None or (retry and r["status"] in STOPPED)]
+        wanted = [s for s, r in records.items() if r is None or (retry and r.stopped)]
         if wanted:
             for step in wanted:
                 if held:  # the requester's queue is full: the rest of the stage waits for the next advance

@@ -13,7 +13,8 @@ whose results it needs (:class:`NewJob`, built by :mod:`labcore.jobs`). Rules th
 
 The requester's side (submit, resume, withdraw, cancel) is :mod:`.requests`, the runner's side (claim,
 heartbeat, finish, fencing, ``dead``) is :mod:`.attempts`, the value types are :mod:`.records`; this
-module composes them with reading, event streams, results, job folders and the worker registry.
+module composes them with reading, event streams, results, job folders and the worker registry. The table
+keeps plain dicts; what the reading API gives back is a :class:`~.job_record.JobRecord` of each.
 
 This package imports no torch and nothing of the engine: the pages import it.
 """
@@ -32,11 +33,12 @@ from labcore.store.artifacts import Artifacts
 from labcore.store.attempts import Attempts
 from labcore.store.batch import QueueCapReached
 from labcore.store.errors import Fenced, UnsafeValue
+from labcore.store.job_record import JobRecord, job_record
 from labcore.store.queue import JobQueue
 # The value types live in .records; they are named here too, where the package and callers import them.
 from labcore.store.records import Claim, JobStatus, NewJob, RunStatus, Submission, Withdrawal, wall_clock
 from labcore.store.requests import Requests
-from labcore.store.settings import ACTIVE, DISKCACHE_SETTINGS, StoreSettings
+from labcore.store.settings import DISKCACHE_SETTINGS, StoreSettings
 from labcore.store.streams import EventStreams
 from labcore.store.table import JobTable
 from labcore.store.workers import WorkerRegistry
@@ -44,8 +46,8 @@ from labcore.store.workers import WorkerRegistry
 if TYPE_CHECKING:
     from labcore.record import RunRecord
 
-__all__ = ["Claim", "JobStatus", "NewJob", "QueueCapReached", "RunStatus", "Store", "Submission", "Withdrawal",
-           "open_store"]
+__all__ = ["Claim", "JobRecord", "JobStatus", "NewJob", "QueueCapReached", "RunStatus", "Store", "Submission",
+           "Withdrawal", "open_store"]
 
 
 class Store(Requests, Attempts):
@@ -98,15 +100,23 @@ class Store(Requests, Attempts):
     def resolve_key(self, prefix: str) -> str:
         return self.table.resolve_key(prefix)
 
-    def get(self, key: str) -> dict[str, Any] | None:
+    def get(self, key: str) -> JobRecord | None:
         """The job's record, with ``dead`` decided now for a running job nobody runs any more."""
+        record = self._current(key)
+        return None if record is None else JobRecord.from_dict(record)
+
+    def _current(self, key: str) -> dict[str, Any] | None:
+        """The stored dict of :meth:`get` (the store's own code reads and rewrites dicts)."""
         record = self.table.get(key)
         if record is not None and record["status"] == "running" and self._why_dead(record):
             record = self._mark_dead(key)
         return record
 
-    def record(self, key: str) -> dict[str, Any]:
-        record = self.get(key)
+    def record(self, key: str) -> JobRecord:
+        return JobRecord.from_dict(self._current_or_raise(key))
+
+    def _current_or_raise(self, key: str) -> dict[str, Any]:
+        record = self._current(key)
         if record is None:
             raise LabError(f"no run with key {key!r}; `python -m labcore status` lists the runs")
         return record
@@ -116,25 +126,25 @@ class Store(Requests, Attempts):
         return self.table.keys(kind)
 
     def jobs(self, *, kind: str | None = None, status: str | None = None, group: str | None = None,
-             newest: int = 0) -> list[dict[str, Any]]:
+             newest: int = 0) -> list[JobRecord]:
         """Records in submission order, optionally of one kind, one status or one group; with ``newest`` only
         the last that many of them, read newest first and no further (a page of a 10,000-job lab)."""
         keys = self.group(group)["keys"] if group else self.table.keys()
         # every record at once, unless only the newest few are wanted (then read newest first, no further)
         stored = {} if newest else self.table.get_many(keys)
-        found: list[dict[str, Any]] = []
+        found: list[JobRecord] = []
         for key in reversed(keys) if newest else keys:
             record = stored.get(key) if not newest else self.table.get(key)
             if record is not None and record["status"] == "running":
-                record = self.get(key)  # decides whether a running job is dead
+                record = self._current(key)  # decides whether a running job is dead
             if record is not None and (kind is None or record.get("kind", "run") == kind) and (
                     status is None or record["status"] == status):
-                found.append(record)
+                found.append(JobRecord.from_dict(record))
                 if len(found) == newest:
                     break
         return found[::-1] if newest else found
 
-    def runs(self, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[dict[str, Any]]:
+    def runs(self, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[JobRecord]:
         """Training runs in submission order (what the Runs and Compare pages list)."""
         return self.jobs(kind="run", status=status, group=group, newest=newest)
 
@@ -142,7 +152,7 @@ class Store(Requests, Attempts):
         return self.cache.get(f"hb/{key}")
 
     def status(self, key: str) -> JobStatus:
-        record = self.record(key)
+        record = self._current_or_raise(key)
         beat = self.cache.get(f"hb/{key}") if record["status"] == "running" else None
         if beat and beat.get("attempt", record.get("attempt")) != record.get("attempt"):
             beat = None  # a superseded attempt's last beat: not this attempt's progress
@@ -158,7 +168,7 @@ class Store(Requests, Attempts):
         return JobStatus(
             key=key, status=record["status"], label=record.get("label", ""), step=int(step or 0),
             total_steps=int(total or 0), loss=loss, heartbeat_age_s=(wall_clock() - beat["t"]) if beat else None,
-            pid=record.get("pid"), error=record.get("error", ""), record=record,
+            pid=record.get("pid"), error=record.get("error", ""), record=JobRecord.from_dict(record),
         )
 
     def queue_seq(self) -> int:
@@ -166,7 +176,7 @@ class Store(Requests, Attempts):
         return self.queue.seq()
 
     def queued(self) -> list[str]:
-        return [r["key"] for r in self.jobs(status="queued")]
+        return [r.key for r in self.jobs(status="queued")]
 
     # ------------------------------------------------------------------------------------ streams
     def append_events(self, key: str, events: list[dict[str, Any]], *, attempt: int | None = None) -> None:
@@ -196,7 +206,7 @@ class Store(Requests, Attempts):
             events, cursor = self.read_events(key, cursor)
             yield from events
             record = self.get(key)
-            if record is None or record["status"] not in ACTIVE:
+            if record is None or not record.active:
                 events, cursor = self.read_events(key, cursor)  # what was flushed with the final status
                 yield from events
                 return
@@ -215,16 +225,16 @@ class Store(Requests, Attempts):
     # ------------------------------------------------------------------------- results in-process
     def get_result(self, key: str) -> "RunRecord | None":
         """The engine's result record of a run that has one (any final status), else None."""
-        return self.result_in(self.table.get(key))
+        return self.result_in(job_record(self.table.get(key)))
 
     @staticmethod
-    def result_in(record: dict[str, Any] | None) -> "RunRecord | None":
+    def result_in(record: JobRecord | None) -> "RunRecord | None":
         """The result of a job record already read (a page that listed the runs reads none twice)."""
         from labcore.record import RunRecord
 
-        if record is None or not record.get("result") or record["status"] in ACTIVE:
+        if record is None or not record.result or record.active:
             return None
-        return RunRecord.from_dict(record["result"])
+        return RunRecord.from_dict(record.result)
 
     def put_result(self, result: "RunRecord", *, label: str = "") -> None:
         """Record a run computed in this process (``python -m labcore sweep`` without --queue)."""

@@ -96,7 +96,7 @@ def plan_delete(store: Any, selection: Selection) -> DeletePlan:
     return DeletePlan(
         selection=selection, keys=tuple(order), groups=tuple(listed),
         kept=tuple(kept.items()), dependents=tuple(dependents),
-        running=tuple(k for k, r in records.items() if r and r["status"] == "running"),
+        running=tuple(k for k, r in records.items() if r and r.status == "running"),
         bytes=sum(folder_bytes(store.workdir(k)) for k in order))
 
 
@@ -116,7 +116,7 @@ def delete(store: Any, plan: DeletePlan, *, who: str | None = None, wait_s: floa
     for key in now.running:
         store.cancel(key, who)
     deadline = time.time() + wait_s
-    while any((store.get(k) or {}).get("status") == "running" for k in now.running):
+    while any((r := store.get(k)) is not None and r.status == "running" for k in now.running):
         if time.time() >= deadline:
             raise LabError(f"asked {len(now.running)} running job(s) to stop and they are still running after "
                            f"{wait_s:g} s (a checkpoint being written?); nothing was deleted: ask again once the "

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from labcore.store.settings import ACTIVE, FINISHED
+from labcore.store.job_record import JobRecord
 
 
 @dataclass(frozen=True)
@@ -31,11 +31,11 @@ class Submission:
     key: str
     status: str
     outcome: str
-    record: dict[str, Any]
+    record: JobRecord
 
     @property
     def kind(self) -> str:
-        return self.record.get("kind", "run")
+        return self.record.kind
 
 
 @dataclass(frozen=True)
@@ -47,7 +47,7 @@ class Withdrawal:
     key: str
     outcome: str
     others: int
-    record: dict[str, Any]
+    record: JobRecord
 
 
 @dataclass(frozen=True)
@@ -79,19 +79,20 @@ class JobStatus:
     heartbeat_age_s: float | None
     pid: int | None
     error: str
-    record: dict[str, Any]
+    record: JobRecord
 
+    # its status is its record's: the record answers for both
     @property
     def kind(self) -> str:
-        return self.record.get("kind", "run")
+        return self.record.kind
 
     @property
     def active(self) -> bool:
-        return self.status in ACTIVE
+        return self.record.active
 
     @property
     def finished(self) -> bool:
-        return self.status in FINISHED
+        return self.record.finished
 
 
 RunStatus = JobStatus  # the name the pages and the CLI grew up with

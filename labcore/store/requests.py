@@ -8,6 +8,7 @@ from typing import Any, Iterable
 
 from labcore.errors import LabError
 from labcore.store.batch import Batch, QueueCapReached
+from labcore.store.job_record import JobRecord
 from labcore.store.queue import requester_id
 from labcore.store.records import NewJob, Submission, Withdrawal, asking, noted, wall_clock
 from labcore.store.settings import ACTIVE, FINISHED, PRIORITIES, STOPPED
@@ -66,7 +67,7 @@ class Requests:
         if not group and len(jobs) == 1:
             record = self.table.get(jobs[0].key)
             if record is not None and record["status"] in FINISHED:
-                return [Submission(record["key"], record["status"], "cached", record)], None
+                return [Submission(record["key"], record["status"], "cached", JobRecord.from_dict(record))], None
         for job in jobs:  # every refusal before anything is written
             if (self.table.get(job.key) or {}).get("status") not in FINISHED:
                 self._check_inputs(job)
@@ -103,14 +104,14 @@ class Requests:
             outcome = "queued"
         elif record["status"] in FINISHED:
             batch.grouped(key)
-            return Submission(key, record["status"], "cached", record)
+            return Submission(key, record["status"], "cached", JobRecord.from_dict(record))
         elif record["status"] in ACTIVE and (record["status"] == "running" or
                                              PRIORITIES[priority] >= PRIORITIES[record["priority"]]):
             joined = asking(record, who)
             batch.grouped(key)
             if joined is not record:
                 self.table.put(joined)
-            return Submission(key, record["status"], "existing", joined)
+            return Submission(key, record["status"], "existing", JobRecord.from_dict(joined))
         elif record["status"] == "queued":
             batch.check_cap(key)
             record = asking(record, who)
@@ -130,7 +131,7 @@ class Requests:
         self.cache.delete(f"cancel/{key}")
         self.queue.push(key, priority, who)
         batch.asked(key)
-        return Submission(key, "queued", outcome, record)
+        return Submission(key, "queued", outcome, JobRecord.from_dict(record))
 
     def _asked(self, who: str) -> IndexList:
         """The keys ``who`` queued (pruned as they leave the queue): what the per-requester cap counts."""
@@ -148,7 +149,7 @@ class Requests:
 
     def _check_inputs(self, job: NewJob) -> None:
         for needed in job.requires:
-            record = self.get(needed)
+            record = self._current(needed)
             if record is None:
                 raise LabError(f"this {job.kind} job needs job {needed} and there is none with that key; "
                                f"pick a finished one from the Runs page or `python -m labcore status`")
@@ -159,7 +160,7 @@ class Requests:
 
     def resume(self, key: str, who: str | None = None) -> Submission:
         """Queue a stopped job again (interactive priority); it continues from its last checkpoint."""
-        record = self.record(key)
+        record = self._current_or_raise(key)
         if record["status"] not in STOPPED:
             raise LabError(f"run {key} is {record['status']}: only {', '.join(STOPPED)} runs can be resumed")
         with self._txn():
@@ -168,7 +169,7 @@ class Requests:
                 joined = asking(record, who) if record["status"] in ACTIVE else record
                 if joined is not record:
                     self.table.put(joined)
-                return Submission(key, record["status"], "existing", joined)
+                return Submission(key, record["status"], "existing", JobRecord.from_dict(joined))
             Batch(self, who).check_cap(key)
             record = dict(record, status="queued", resume=True, priority="interactive", error="",
                           submitted_at=wall_clock(), finished_at=None, started_by=who or "",
@@ -179,7 +180,7 @@ class Requests:
             self.queue.push(key, "interactive", who)
             if who:
                 self._asked(who).add(key)
-        return Submission(key, "queued", "resumed", record)
+        return Submission(key, "queued", "resumed", JobRecord.from_dict(record))
 
     def withdraw(self, key: str, who: str | None) -> Withdrawal:
         """A viewer's cancel: take back ``who``'s request. The job stops (as :meth:`cancel`) only when no
@@ -187,22 +188,22 @@ class Requests:
         with self._txn():
             record = self._record_in_txn(key)
             if record["status"] not in ACTIVE:
-                return Withdrawal(key, "inactive", 0, record)
+                return Withdrawal(key, "inactive", 0, JobRecord.from_dict(record))
             requesters = list(record.get("requesters") or [])
             others = [r for r in requesters if r != who]
             if others and who not in requesters:
-                return Withdrawal(key, "not-requested", len(others), record)
+                return Withdrawal(key, "not-requested", len(others), JobRecord.from_dict(record))
             if others:
                 record = noted(dict(record, requesters=others), "withdraw", who)
                 self.table.put(record)
-                return Withdrawal(key, "withdrawn", len(others), record)
-            return Withdrawal(key, "cancelled", 0, self._stop(record, who))
+                return Withdrawal(key, "withdrawn", len(others), JobRecord.from_dict(record))
+            return Withdrawal(key, "cancelled", 0, JobRecord.from_dict(self._stop(record, who)))
 
-    def cancel(self, key: str, who: str | None = None) -> dict[str, Any]:
+    def cancel(self, key: str, who: str | None = None) -> JobRecord:
         """Cancel a job for everyone (the teacher, the CLI): a queued one at once; a running one at its
         next step (a flag it polls). ``who`` is recorded as ``cancelled_by``."""
         with self._txn():
-            return self._stop(self._record_in_txn(key), who)
+            return JobRecord.from_dict(self._stop(self._record_in_txn(key), who))
 
     def clear_queue(self, who: str | None = None) -> list[str]:
         """Cancel every queued job (the teacher's "clear the queue"); running ones go on. Returns their keys."""

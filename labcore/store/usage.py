@@ -111,4 +111,4 @@ def drop_stale_checkpoints(store: Any) -> int:
 
 def requester_bytes(store: Any, who: str) -> int:
     """What the folders of the jobs ``who`` started hold (a student's disk quota)."""
-    return sum(folder_bytes(store.workdir(r["key"])) for r in store.jobs() if r.get("started_by") == who)
+    return sum(folder_bytes(store.workdir(r.key)) for r in store.jobs() if r.started_by == who)

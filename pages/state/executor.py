@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from labcore.door.runs import (FINISHED, STOPPED, ClassroomLimits, Store, executor_on, key_of, open_store,
-                               requester_bytes, stored_spec)
+from labcore.door.runs import ClassroomLimits, Store, executor_on, key_of, open_store, requester_bytes, stored_spec
 from pages.state.identity import requester, student_limits
 from pages.state.summary import forget_summary
 
@@ -49,7 +48,7 @@ class AskingExecutor:
             self.limits.check(spec)
         store = self.executor.store
         if adding is None:
-            adding = sum(1 for spec in specs if (store.get(key_of(spec)) or {}).get("status") not in FINISHED)
+            adding = sum(1 for spec in specs if not ((r := store.get(key_of(spec))) is not None and r.finished))
         self.limits.check_queue(len(store.waiting_for(self.who)), adding)
         if adding and self.limits.max_disk_mb_per_student:
             self.limits.check_disk(requester_bytes(store, self.who))
@@ -65,7 +64,7 @@ class AskingExecutor:
         if self.limits is None:
             return
         record = self.executor.store.get(key)
-        if record is None or record["status"] not in STOPPED:
+        if record is None or not record.stopped:
             return  # nothing to queue: the store names the problem, or the job is already active
         self._admit([stored_spec(record)], adding=1)
 

@@ -27,8 +27,8 @@ def worker_summary(store: Store) -> dict[str, Any]:
             records = store.runs()  # every record: about 0.7 s at 10,000 jobs, hence the longer life below
             cost = time.monotonic() - started
             found = _SUMMARIES[root] = (time.monotonic() + max(SUMMARY_TTL_S, cost / SUMMARY_COST_SHARE), {
-                "workers": workers, "queued": sum(r["status"] == "queued" for r in records),
-                "running": sum(r["status"] == "running" for r in records), "total": len(records)})
+                "workers": workers, "queued": sum(r.status == "queued" for r in records),
+                "running": sum(r.status == "running" for r in records), "total": len(records)})
     return dict(found[1])
 
 

@@ -37,4 +37,4 @@ class DoubleSpec:
 
 @job_kind("double", DoubleSpec, requires=lambda s: (s.source,))
 def double(spec, ctx):
-    yield {"type": "result", "status": "done", "record": {"total": 2 * ctx.inputs[spec.source].record["result"]["total"]}}
+    yield {"type": "result", "status": "done", "record": {"total": 2 * ctx.inputs[spec.source].record.result["total"]}}
