@@ -3,7 +3,8 @@
 
 =========================  ==========================================================================
 ``job/<key>``              a job's record (:mod:`.table`): kind, spec, status, attempt, owner, result,
-                           who asked (``requesters``, ``started_by``, ``cancelled_by``, ``history``)
+                           who asked (``requesters``, ``started_by``, ``cancelled_by``, ``history``);
+                           a plain dict, read as a :class:`JobRecord` (:mod:`.job_record`)
 ``index/jobs``             job keys in submission order; ``index/running`` the running ones
 ``group/<name>``           a named, ordered list of job keys (a sweep, a demo)
 ``q0…`` / ``q1…``          the queue (:mod:`.queue`): interactive jobs, then sweeps; a FIFO per requester,
