@@ -252,7 +252,8 @@ def test_the_transfer_atlas_in_chromium(server):
     executor = LocalExecutor(store)  # starts a worker on the app's store
 
     def finish(keys: list[str]) -> None:
-        wait_for("the atlas's jobs", lambda: all((r := store.get(k)) is not None and r.status in TERMINAL for k in keys),
+        wait_for("the atlas's jobs",
+                 lambda: all((r := store.get(k)) is not None and r.status in TERMINAL for k in keys),
                  timeout=600, store=store)
         assert {store.get(k).status for k in keys} == {"done"}, [store.log(k)[-500:] for k in keys]
 
