@@ -79,14 +79,15 @@ def run_tiny(recipe, store, seeds=(0, 1), budget: str = "quick"):
     return plan, results_of(plan, store)
 
 
-def tiny_report(recipe, store):
-    """(plan, results, report) of the whole tiny plan, checked complete: every step finished, every claim
-    measured, and the report's HTML page and CSV export whole."""
+def tiny_report(recipe, finished):
+    """(plan, results, report) of the whole tiny plan run to the end in ``finished`` (a
+    ``recipe_store.finished_recipe``), checked complete: every step finished, every claim measured, and the
+    report's HTML page and CSV export whole."""
     from labcore.recipes.export import to_csv, to_html, verdict_table
     from labcore.recipes.verdict import NOT_MEASURED
 
-    plan, results = run_tiny(recipe, store)
-    assert progress(plan, store).ended
+    plan, results = finished.plan, finished.results
+    assert progress(plan, finished.store).ended
     report = recipe.report(plan, results)
     assert report.done == report.total == len(plan.steps)
     assert not [v.claim for _, v in report.claims if v.word == NOT_MEASURED]

@@ -14,7 +14,8 @@ from labcore.recipes.export import to_csv, to_html, verdict_table
 from labcore.recipes.verdict import NOT_MEASURED
 from labcore.spec import RunSpec
 
-from recipe_helpers import run_tiny, tiny
+from recipe_helpers import tiny
+from recipe_store import finished_recipe
 
 
 def _remove_lab_models(plan) -> None:
@@ -62,14 +63,15 @@ def test_the_report_counts_pretraining_time_apart_before_and_after_stage_one():
 
 
 @pytest.mark.integration
-def test_chiang_report_from_tiny_runs(store, one_torch_thread, fetched_assets):
+def test_chiang_report_from_tiny_runs(tmp_path_factory, one_torch_thread, fetched_assets):
     # One fine-tune seed: 17 jobs, a minute on a busy machine (a text run spends most of its seconds encoding
     # the whole data set); the verdicts' intervals over seeds are tested on constructed numbers elsewhere.
     recipe, seeds = RECIPES["chiang"], (0,)
     tiny_plan = recipe.plan("quick", seeds, adjust=tiny)
     _remove_lab_models(tiny_plan)
     try:
-        plan, results = run_tiny(recipe, store, seeds)
+        finished = finished_recipe("chiang", tmp_path_factory, seeds)
+        plan, results, store = finished.plan, finished.results, finished.store
         assert plan == tiny_plan and progress(plan, store).ended
         report = recipe.report(plan, results)
     finally:

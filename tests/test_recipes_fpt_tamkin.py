@@ -8,6 +8,7 @@ from labcore.recipes import RECIPES
 from labcore.recipes.drive import step_key
 
 from recipe_helpers import tiny, tiny_report
+from recipe_store import finished_recipe
 
 
 # ------------------------------------------------------------------------------------------ FPT
@@ -35,8 +36,8 @@ def test_fpt_ablation_switches_add_parameter_groups_one_by_one():
 
 
 @pytest.mark.integration  # MNIST's fetched images
-def test_fpt_report_from_tiny_runs(store, one_torch_thread):
-    _, _, report = tiny_report(RECIPES["fpt"], store)
+def test_fpt_report_from_tiny_runs(tmp_path_factory, one_torch_thread):
+    _, _, report = tiny_report(RECIPES["fpt"], finished_recipe("fpt", tmp_path_factory))
     assert {v.claim for _, v in report.claims} >= {
         "pretrained-beats-random/listops", "bit-beats-random/image-mnist", "pretrained-converges-faster/bits-xor",
         "layernorm-matters", "layernorm-most-important/vs + input", "layernorm-most-important/vs + positions"}
@@ -74,9 +75,9 @@ def test_tamkin_quick_keeps_every_figure_at_500_examples():
 
 
 @pytest.mark.integration  # the fetched movie reviews
-def test_tamkin_report_from_tiny_runs(store, one_torch_thread):
+def test_tamkin_report_from_tiny_runs(tmp_path_factory, one_torch_thread):
     recipe = RECIPES["tamkin"]
-    _, _, report = tiny_report(recipe, store)
+    _, _, report = tiny_report(recipe, finished_recipe("tamkin", tmp_path_factory))
     assert {v.claim for _, v in report.claims} == {f"{claim.id}/500 examples" for claim in recipe.claims}
     permuting = next(v for _, v in report.claims if v.claim == "permuting-hurts/500 examples")
     # five trials against two seeds: permutation i runs with seed i, so the pairs are the seeds both sides have

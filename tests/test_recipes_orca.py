@@ -10,7 +10,7 @@ from labcore.recipes.orca import ALIGNED, BUDGETS, CONDITIONS, DISCIPLINES, FULL
 from labcore.recipes.export import to_csv, to_html
 from labcore.recipes.verdict import NOT_MEASURED, WORDS
 from labcore.resolve import resolve_spec
-from tests.recipe_helpers import run_tiny
+from recipe_store import finished_recipe
 
 
 def test_the_quick_plan_aligns_short_and_long_and_lets_no_alignment_be_full_fine_tuning():
@@ -25,10 +25,11 @@ def test_the_quick_plan_aligns_short_and_long_and_lets_no_alignment_be_full_fine
 
 
 @pytest.mark.integration  # DNA, MNIST and the text source are fetched assets
-def test_orca_report_from_tiny_runs(store, one_torch_thread, fetched_assets):
+def test_orca_report_from_tiny_runs(tmp_path_factory, one_torch_thread, fetched_assets):
     recipe = RECIPES["orca"]
-    plan, results = run_tiny(recipe, store)
-    assert progress(plan, store).ended
+    finished = finished_recipe("orca", tmp_path_factory)
+    plan, results = finished.plan, finished.results
+    assert progress(plan, finished.store).ended
     report = recipe.report(plan, results)
     assert report.done == report.total == len(plan.steps)
     words = {v.claim: v.word for _, v in report.claims}
