@@ -19,9 +19,10 @@ from labcore.recipes.verdict import difference_interval
 from labcore.record import RunRecord
 from labcore.resolve import resolve_spec
 from labcore.spec import make_spec
-from labcore.store import STOPPED, open_store
+from labcore.store import STOPPED, Store, open_store
 from labcore.worker import Worker
 
+from kept import kept_store
 from test_pages import APP, REPO, TIMEOUT, no_exception, texts
 
 MODEL = "tiny:bert"
@@ -40,17 +41,11 @@ def run_queue(store) -> None:
     Worker(store, exit_when_idle=True).serve()
 
 
-@pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    """bits-xor with two seeds a side, ListOps with one (a greyed cell), and the LogME of both cells."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    patch = pytest.MonkeyPatch()
-    patch.setenv("TRANSFERLAB_CACHE", str(tmp_path_factory.mktemp("atlas-cache")))
+def build_lab(root) -> None:
+    """bits-xor with two seeds a side, ListOps with one (a greyed cell), and the LogME of both cells, finished
+    in the store at ``root``, left closed."""
+    store = Store(root)
     try:
-        store = open_store()
         executor = LocalExecutor(store, autostart=False)
         specs = [tiny_run("bits-xor", BITS, init, seed) for init in atlas.SIDES for seed in (0, 1)]
         specs += [tiny_run("listops", LISTOPS, init, 0) for init in atlas.SIDES]
@@ -62,7 +57,23 @@ def lab(tmp_path_factory):
         logme = [s.key for s in executor.submit_group(atlas.LOGME_GROUP, measured)]
         run_queue(store)
         assert {store.get(k).status for k in logme} == {"done"}, [store.log(k) for k in logme]
-        yield store
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    """A store of its own holding :func:`build_lab`'s finished jobs (built once per change of the code)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    patch = pytest.MonkeyPatch()
+    cache = tmp_path_factory.mktemp("atlas-cache")
+    patch.setenv("TRANSFERLAB_CACHE", str(cache))
+    try:
+        kept_store("atlas-grid", cache / "store", build_lab, depends=("test_atlas.py",))
+        yield open_store()
     finally:
         torch.set_num_threads(threads)
         patch.undo()
