@@ -221,3 +221,37 @@ def test_a_claim_decided_early_reports_the_means_of_the_pairs_that_decided_it():
     b = {s: 0.8 if s < 3 else 0.0 for s in range(8)}  # later seeds ran for other claims and would move the means
     v = decide("c", "a", "b", a, b)
     assert v.decided_at == 3 and v.mean_b == pytest.approx(0.8) and v.mean_a == pytest.approx(0.901)
+
+
+def test_sides_that_both_sit_at_the_majority_class_test_nothing_and_are_given_no_more_seeds():
+    from dataclasses import replace
+
+    from labcore.recipes import RECIPES
+    from labcore.recipes.base import Claim
+    from labcore.recipes.drive import plan_of
+    from labcore.recipes.report import judge
+
+    plan = replace(plan_of(RECIPES["tamkin"], "quick"), can_grow=True)
+    a, b = "k=6", "k=0"
+    steps = [s for s in plan.steps if s.condition in (a, b)]
+    facet, part = steps[0].facet, steps[0].part
+
+    def results(value_of):
+        out = {}
+        for step in steps:
+            record = _record(step, value_of(step))
+            out[step] = replace(record, baseline={"majority": 0.62})
+        return out
+
+    equivalent = Claim("eq", "x", "s", ClaimTest(kind=EQUIVALENCE, margin=0.03))
+    # both sides at (or a hair around) the majority class: an "equivalence" of two runs that learnt nothing
+    flat = results(lambda s: 0.62 + (0.01 if s.condition == a and s.seed == 1 else 0.0))
+    _, verdict = judge(equivalent, plan, flat, a, b, facet=facet, part=part)
+    (settled,) = settle([verdict])
+    assert settled.word == INCONCLUSIVE and "neither learnt the task" in settled.why()
+    assert "0.620" in settled.floor and "within 0.03" in settled.floor
+    # one side learnt: the rule decides as before
+    learnt = results(lambda s: 0.80 + 0.001 * s.seed if s.condition == a else 0.62)
+    _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, learnt, a, b, facet=facet, part=part)
+    (settled,) = settle([verdict])
+    assert settled.word == HOLDS and not settled.floor

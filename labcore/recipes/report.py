@@ -17,7 +17,7 @@ import pandas as pd
 from labcore.metrics import aggregate
 from labcore.recipes import tuning
 from labcore.recipes.base import Claim, Plan, Step
-from labcore.recipes.verdict import ClaimTest, Verdict, measure
+from labcore.recipes.verdict import EQUIVALENCE, ClaimTest, Verdict, measure
 from labcore.record import RunRecord
 
 Results = Mapping[Step, Any]  # a RunRecord for a finished run, a result dict for other kinds, None: not done
@@ -130,13 +130,34 @@ def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, facet: 
     verdict = judged(claim, plan, results, name or claim.id + (f"/{facet}" if facet else ""),
                      a + (f" on {facet}" if facet else ""), b + (f" on {facet}" if facet else ""), va, vb,
                      reads=((a, facet, part), (b, facet, part)), metric=metric, test=test)
-    if value is run_value:  # the test metric itself: the per-example results can be pooled over the seeds
+    if value is run_value:  # the test metric itself: a floor to read it against, per-example results to pool
         from labcore.recipes.pooled import pooled_mcnemar
+
+        verdict = replace(verdict, floor=at_the_floor(plan, results, (a, b), facet, part, va, vb, test or claim.test))
 
         pooled = pooled_mcnemar(results_by_seed(plan, results, condition=a, facet=facet, part=part),
                                 results_by_seed(plan, results, condition=b, facet=facet, part=part))
         verdict = replace(verdict, pooled=pooled.sentence() if pooled else "")
     return claim, verdict
+
+
+def at_the_floor(plan: Plan, results: Results, conditions: Sequence[str], facet: str | None, part: str | None,
+                 values_a: Mapping[int, float], values_b: Mapping[int, float], test: ClaimTest) -> str:
+    """Why a comparison cannot test its claim, where neither side learnt the task: both sides' means lie within
+    the claim's tolerance of the task's floor (its trivial solution, else the majority class the runs recorded).
+    The tolerance is an equivalence claim's margin (two sides that both sit within it of the floor are
+    "equivalent" whatever the claim), else the claim's resolution. "" where a side learnt, or no floor is known."""
+    if not values_a or not values_b:
+        return ""
+    floor = comparison_floor(plan, results, tuple((c, facet, part) for c in conditions))
+    if floor is None:
+        return ""
+    tolerance = test.margin if test.kind == EQUIVALENCE else test.resolution
+    means = [sum(v.values()) / len(v) for v in (values_a, values_b)]
+    if max(means) > floor + tolerance:
+        return ""
+    return (f"both sides' means ({means[0]:.3f}, {means[1]:.3f}) lie within {tolerance:g} of the floor of "
+            f"{floor:.3f} (the majority class{' of ' + facet if facet else ''}): neither learnt the task")
 
 
 def results_by_seed(plan: Plan, results: Results, *, condition: str, facet: str | None = None,
@@ -254,6 +275,22 @@ def task_floor(spec: Any) -> tuple[float, str] | None:
         return discipline.floor(parse_params(discipline, dict(fields.get("discipline_params") or {})))
     except Exception:  # an upload or a discipline not known here: the records' majority class stands
         return None
+
+
+def comparison_floor(plan: Plan, results: Results, reads: Sequence[tuple[str, Any, Any]]) -> float | None:
+    """The score the runs of ``reads`` (condition, facet, part) reach without learning: their task's trivial
+    solution where it has one, else the highest majority class their finished runs recorded; None if unknown."""
+    majority: list[float] = []
+    for step in plan.steps:
+        if not step_in(step, reads):
+            continue
+        trivial = task_floor(step.spec)
+        if trivial is not None:
+            return trivial[0]
+        result = results.get(step)
+        if isinstance(result, RunRecord) and result.baseline.get("majority") is not None:
+            majority.append(float(result.baseline["majority"]))
+    return max(majority) if majority else None
 
 
 def majority_floors(plan: Plan, results: Results, facets: Sequence[str]) -> dict[str, float]:

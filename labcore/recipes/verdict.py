@@ -174,6 +174,10 @@ class Verdict:
     reads: tuple[tuple[str, Any, Any], ...] = ()
     cpu_s: float = 0.0
     pooled: str = ""  # a secondary pooled per-example test, in words (labcore.recipes.pooled); never the verdict
+    # where every run of both sides stayed at the task's floor (the majority class): why the claim cannot be
+    # tested at this budget. Such a verdict is never decided: an "equivalence" of two runs that learnt nothing
+    # says nothing of the claim, and more seeds of the same budget would not change that.
+    floor: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -193,6 +197,8 @@ class Verdict:
         """The rule's reason for the word, in a few words ("stopped at n = 5: holds")."""
         if self.word == NOT_MEASURED:
             return "nothing to compare yet"
+        if self.floor:
+            return f"not tested at this budget: {self.floor}"
         if self.decided:
             return f"stopped at n = {self.decided_at}: {self.word}"
         nxt = next((n for n in LOOKS if n > self.n), None)
@@ -272,7 +278,7 @@ def settle(verdicts: Sequence[Verdict], alpha: float = ALPHA, nominal: float = N
     for round_, n in enumerate(LOOKS):
         ps = dict(decided)
         for i, v in enumerate(out):
-            if i not in decided and len(v.looks) > round_:
+            if i not in decided and len(v.looks) > round_ and not v.floor:
                 ps[i] = min(1.0, v.looks[round_].p * alpha / nominal)
         for i in sorted(_holm_pass(ps, m, alpha) - set(decided)):
             look = out[i].looks[round_]
@@ -286,7 +292,7 @@ def settle(verdicts: Sequence[Verdict], alpha: float = ALPHA, nominal: float = N
         alone = next((look for look in v.looks if look.p <= nominal), None)
         note = (f"alone it would stop at n = {alone.n}; Holm's correction over the {m} claims of its family keeps "
                 f"it open" if alone and m > 1 else "")
-        final = not v.can_grow or v.n >= LOOKS[-1]
+        final = not v.can_grow or v.n >= LOOKS[-1] or bool(v.floor)
         out[i] = replace(v, word=INCONCLUSIVE if final else OPEN, holm=note)
     return out
 
