@@ -115,6 +115,9 @@ def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: 
     for note in report.notes:
         yield _log(note)
     model = prepared.model
+    # once, on the host, before anything runs the model (a protocol's stage, features, training): on a GPU the
+    # adapters' forward reads no index back
+    model.check_ids(prepared.splits.values())
     model.to(device)
     device_notes = []
     # Per run, not per process: a worker runs deterministic and ordinary specs one after another.
@@ -209,7 +212,6 @@ def _model_target(fit: _Fit) -> None:
     """Train and predict with the whole model."""
     model, splits = fit.prepared.model, fit.prepared.splits
     fit.trained_module = model
-    model.check_ids(splits.values())  # once, on the host: the forward reads no index back on a GPU
     trained, fit.compile_notes = devices.maybe_compile(model)  # in place: predictions run the compiled blocks too
     fit.forward = lambda batch: trained(batch.inputs, batch.mask)
     fit.predict = lambda split: predict(model, splits[split], fit.cfg.eval_batch_size, fit.device, fit.precision)
