@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import sys
 
-from labcore import atlas
-from labcore.executor import LocalExecutor
+from labcore.recipes import atlas
+from labcore.execution.executor import LocalExecutor
 from labcore.store import Store
-from labcore.worker import Worker
+from labcore.execution.worker import Worker
 
 
 def main() -> None:

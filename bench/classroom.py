@@ -148,7 +148,7 @@ def start_server(cache: Path, steps: int) -> tuple[subprocess.Popen, str]:
 
 
 def stop_server(process: subprocess.Popen, cache: Path) -> None:
-    from labcore.pool import stop_workers
+    from labcore.execution.pool import stop_workers
     from labcore.store import Store
 
     try:
@@ -290,8 +290,9 @@ def main() -> None:
     args = parser.parse_args()
     if not CHROMIUM.exists():
         raise SystemExit(f"bench: no Chromium at {CHROMIUM}; install Debian's chromium (`make browser`)")
-    from labcore import demos, paths
-    from labcore.resolve import resolve_spec
+    from labcore import paths
+    from labcore.recipes import demos
+    from labcore.engine.resolve import resolve_spec
     from labcore.store import Store
 
     os.environ["TRANSFERLAB_DEMO_MAX_STEPS"] = str(args.steps)  # the keys the server will use

@@ -20,7 +20,7 @@
     TRANSFERLAB_COMPILE=1 does; the Trainer's ``torch_compile``), against the same loops eager: the rates and
     the compile seconds (time to the first timed step, compiled minus eager).
 
-MFU is training FLOPs per token (labcore.device: 6 per trained matrix parameter, 4 per frozen one, plus
+MFU is training FLOPs per token (labcore.machine.device: 6 per trained matrix parameter, 4 per frozen one, plus
 attention; the MLM step's own count, labcore.pretrain.engine) times tokens/s, over the device's matrix-product
 rate measured in the same precision (cached in cache/device-rates.json).
 
@@ -69,7 +69,7 @@ def lab_minilm(splice: Splice, device: str, seed: int = 0):
 def config(device: str, precision: str, **values: Any):
     """The loop's configuration: the standard budget as a GPU resolves it, then ``values``."""
     from labcore.spec import TrainParams, train_defaults
-    from labcore.train import TrainConfig
+    from labcore.engine.train import TrainConfig
 
     budget = train_defaults("standard", "full", "cuda")
     params = {f.name: budget[f.name] for f in dataclasses.fields(TrainParams)}
@@ -79,7 +79,7 @@ def config(device: str, precision: str, **values: Any):
 def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float, float]:
     """(samples/s, real tokens/s, seconds to the first timed step) of the lab's loop after ``warmup`` steps,
     timed between step events (each reads the losses, so the device has finished the steps before it)."""
-    from labcore.train import train
+    from labcore.engine.train import train
 
     lengths = data.lengths()
     counted: list[tuple[int, int]] = []  # (examples, real tokens) of each step, on the host
@@ -100,7 +100,7 @@ def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float, float]:
 
 
 def peak(device: str, precision: str) -> float:
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     return devices.peak_flops(device, precision)
 
@@ -173,7 +173,7 @@ def trainer_rate(splice: Splice, batch: int, warmup: int, timed: int, precision:
 
 
 def bench_finetune(splice: Splice, scale: Scale, device: str, precision: str, profiled: bool) -> None:
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     data = splice.splits["train"]
     cfg = config(device, precision, batch_size=scale.finetune_batch, max_steps=scale.warmup + scale.timed,
@@ -197,7 +197,7 @@ def bench_finetune(splice: Splice, scale: Scale, device: str, precision: str, pr
 
 # ------------------------------------------------------------------------------------ (b) BERT-base
 def bench_bert_base(scale: Scale, device: str, precision: str, profiled: bool) -> None:
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     model, data, cfg, bert = bert_base_setup(scale, device, precision)
     _, tokens, _ = timed_loop(model, data, cfg, scale.warmup)
@@ -215,7 +215,7 @@ def bert_base_setup(scale: Scale, device: str, precision: str):
     from transformers import BertConfig, BertModel
 
     from labcore import models
-    from labcore.encode import Encoded
+    from labcore.data.encode import Encoded
     from labcore.models.backbones import backbone_info
     from labcore.models.cpu_kernels import kernels_for
 
@@ -239,12 +239,12 @@ def bert_base_setup(scale: Scale, device: str, precision: str):
 
 # ------------------------------------------------------------------------- (c) splice, standard, end to end
 def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, precision: str, carried: bool) -> None:
-    from labcore import device as devices
+    from labcore.machine import device as devices
     from labcore.spec import MINILM_TOKENS_PER_S
 
     started = time.perf_counter()
     if not carried:  # the lab's own run, exactly as a worker runs it
-        from labcore.run import run
+        from labcore.engine.run import run
         from labcore.spec import make_spec
 
         extra = {"max_steps": scale.e2e_max_steps, "train_size": "64"} if scale.e2e_max_steps else {}
@@ -253,8 +253,8 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
                                        record.mfu)
         batch, lr, steps = record.spec["batch_size"], record.spec["lr"], record.steps_done
     else:  # the same steps from the carried data: model, loop, best-on-validation, test
-        from labcore.evaluate import evaluate_logits, predict
-        from labcore.train import train
+        from labcore.engine.evaluate import evaluate_logits, predict
+        from labcore.engine.train import train
 
         info = SimpleNamespace(output_kind="class", metric="accuracy", vote_by_group=False)
         model = lab_minilm(splice, device)
@@ -287,7 +287,7 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
 def bench_mlm(scale: Scale, device: str, precision: str, carried: Path | None, profiled: bool) -> None:
     import pretrain as pretrain_bench
 
-    from labcore import device as devices
+    from labcore.machine import device as devices
     from labcore.pretrain.engine import useful_flops_per_token
 
     data = mlm_batches(scale, carried)
@@ -308,7 +308,7 @@ def bench_mlm(scale: Scale, device: str, precision: str, carried: Path | None, p
 # ------------------------------------------------------------------------------------------- (e) compile
 def bench_compile(splice: Splice, scale: Scale, device: str, precision: str) -> None:
     """(a) and (b) eager and compiled, side by side in this process: rates and the compile's seconds."""
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     data = splice.splits["train"]
     cfg = config(device, precision, batch_size=scale.finetune_batch, max_steps=scale.warmup + scale.timed,
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"no CUDA device here (torch {torch.__version__}, CUDA build: {torch.version.cuda or 'no'}): the GPU "
               f"figures are measured on a machine with one. `--try-on-cpu` runs tiny versions here to check the code.")
         return 0
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     if args.try_on_cpu:
         os.environ[devices.SETTING] = "cpu"

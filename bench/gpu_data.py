@@ -46,7 +46,7 @@ CPU_TRY = Scale(finetune_batch=8, warmup=2, timed=3,
 class Splice:
     """dna-splice as a run of MiniLM encodes it, and the MiniLM folder it goes with."""
 
-    splits: dict[str, Any]  # name -> labcore.encode.Encoded (sliced vocabulary ids)
+    splits: dict[str, Any]  # name -> labcore.data.encode.Encoded (sliced vocabulary ids)
     vocab_rows: tuple[int, ...]  # sliced id -> MiniLM id
     model_folder: str
 
@@ -57,7 +57,7 @@ class Splice:
 
 def splice_from_lab(train_size: str = "full") -> Splice:
     from labcore import assets
-    from labcore.run import Prepared
+    from labcore.engine.run import Prepared
     from labcore.spec import make_spec
 
     prepared = Prepared(make_spec(model="minilm", discipline="dna-splice", budget="standard", train_size=train_size))
@@ -67,7 +67,7 @@ def splice_from_lab(train_size: str = "full") -> Splice:
 def splice_from_pack(folder: Path) -> Splice:
     import numpy as np
 
-    from labcore.encode import Encoded
+    from labcore.data.encode import Encoded
 
     data = json.loads((folder / PACK_SPLICE).read_text())
     splits = {name: Encoded([np.asarray(x, dtype=np.int64) for x in s["inputs"]], np.asarray(s["labels"], dtype=np.int64))

@@ -50,7 +50,7 @@ def main() -> int:
     from labcore.spec import make_spec
     from labcore.store import ACTIVE, Store
     from labcore.jobs import new_job
-    from labcore.pool import start_worker, stop_workers
+    from labcore.execution.pool import start_worker, stop_workers
 
     tmp = Path(tempfile.mkdtemp(prefix="transferlab-latency-"))
     model = "tiny:bert" if args.model == "tiny" else args.model

@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO / "bench"))
 
 from throughput import Setting, TrainerOptions, lab_speed, machine, trainer_speed  # noqa: E402
 
-from labcore.device import compile_blocks  # noqa: E402
+from labcore.machine.device import compile_blocks  # noqa: E402
 
 ALLOCATORS = {"jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
               "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"}

@@ -11,8 +11,8 @@ masking (80/10/10) and the same precision (bf16 autocast where the hardware has 
 
 Each figure is real (non-padding) tokens per second of wall time over the timed steps (after warm-up
 steps), the median over rounds that alternate the two. MFU is each step's FLOP/s over this device's
-measured peak (labcore.device.measure_matmul_flops: large products in the same precision on the same
-threads, best of several readings), its FLOPs a token counted as the step computes them (labcore.flops, on
+measured peak (labcore.machine.device.measure_matmul_flops: large products in the same precision on the same
+threads, best of several readings), its FLOPs a token counted as the step computes them (labcore.engine.flops, on
 the data's own sequences unpadded): the lab's decoder and last block's queries and feed-forward run on the
 masked rows only, the plain step's on every row. The lab's count (which its records use too,
 labcore.pretrain.engine.counted_flops_per_token) is printed beside the analytic one
@@ -38,7 +38,7 @@ from throughput import machine  # noqa: E402
 
 def batches(n_steps: int, batch: int, seed: int = 0):
     """The same padded batches for both: (ids [B, L], attention mask [B, L], real tokens)."""
-    from labcore.encode import iterate
+    from labcore.data.encode import iterate
     from labcore.pretrain.engine import corpus_data
     from labcore.pretrain.spec import PretrainSpec
 
@@ -53,7 +53,7 @@ def lab_parts(data, precision: str, device: str, size: str = "cpu"):
 
     import torch
 
-    from labcore.encode import Encoded
+    from labcore.data.encode import Encoded
     from labcore.models.cpu_kernels import kernels_for
     from labcore.pretrain.engine import MlmObjective, train_config
     from labcore.pretrain.mlm import build_masked_lm
@@ -71,7 +71,7 @@ def lab_parts(data, precision: str, device: str, size: str = "cpu"):
 def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") -> float:
     """Real tokens per second of the lab's MLM steps after the first ``warmup`` (timed between the loop's
     step events, whose loss read waits for the device: every step on a CPU, every 25 on CUDA)."""
-    from labcore.train import train
+    from labcore.engine.train import train
 
     model, cfg, encoded, objective = lab_parts(data, precision, device, size)
     lengths = encoded.lengths()
@@ -92,12 +92,12 @@ def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") 
 
 
 def counted_flops(data, device: str, size: str = "cpu") -> tuple[float, float]:
-    """FLOPs a real token as each step computes them (labcore.flops, on the data's own sequences, unpadded):
+    """FLOPs a real token as each step computes them (labcore.engine.flops, on the data's own sequences, unpadded):
     the lab's MLM step and the plain RobertaForMaskedLM step."""
     import torch
     from transformers import RobertaForMaskedLM
 
-    from labcore import flops
+    from labcore.engine import flops
     from labcore.pretrain import corpora
     from labcore.pretrain.mlm import mask_tokens, roberta_config
     from labcore.pretrain.spec import SIZES
@@ -121,7 +121,7 @@ def plain_rate(data, warmup: int, precision: str, device: str, size: str = "cpu"
     import torch
     from transformers import RobertaForMaskedLM
 
-    from labcore.device import autocast
+    from labcore.machine.device import autocast
     from labcore.pretrain import corpora
     from labcore.pretrain.mlm import mask_tokens, roberta_config
     from labcore.pretrain.spec import SIZES
@@ -166,8 +166,8 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from labcore import cores
-    from labcore import device as devices
+    from labcore.machine import cores
+    from labcore.machine import device as devices
     from labcore.pretrain.engine import useful_flops_per_token
 
     requested = args.threads or os.cpu_count() or 1

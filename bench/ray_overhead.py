@@ -1,8 +1,8 @@
 """What the Ray executor costs against the local worker pool, in one run: per-event latency and per-job overhead.
 
 Both executors get a store of their own in a temporary folder and one warm claimer: a local worker
-process (``labcore.pool``), and the Ray executor process (``labcore.ray_pump``) with a local Ray cluster
-of its own (dashboard off, a short session folder that is removed afterwards). The job kind is ``ping``
+process (``labcore.execution.pool``), and the Ray executor process (``labcore.execution.ray_pump``) with a
+local Ray cluster of its own (dashboard off, a short session folder that is removed afterwards). The job kind is ``ping``
 (bench/ping_kind.py): events stamped when the handler yields them and written to the store at once.
 
 * per-event latency: from the handler's yield to the moment a reader (this process, polling the store
@@ -84,7 +84,7 @@ def main() -> int:
     os.environ.pop("RAY_ADDRESS", None)
 
     from labcore import jobs
-    from labcore.executor import LocalExecutor, RayExecutor
+    from labcore.execution.executor import LocalExecutor, RayExecutor
     from labcore.store import Store
 
     from latency import wait

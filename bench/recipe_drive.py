@@ -24,7 +24,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from labcore.executor import LocalExecutor
+from labcore.execution.executor import LocalExecutor
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import advance, plan_for, results_of, seeds_words
 from labcore.recipes.export import headline_count, verdict_table

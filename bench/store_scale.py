@@ -61,9 +61,9 @@ def render_s(page: str, query: dict[str, str]) -> float:
 
 
 def measure(n: int, claims: int, pages: bool) -> dict[str, float]:
-    from labcore.cli import main as cli_main
+    from labcore.cli.main import main as cli_main
     from labcore.jobs import new_job
-    from labcore.record import RunRecord
+    from labcore.results.record import RunRecord
     from labcore.spec import make_spec
     from labcore.store import Store
 

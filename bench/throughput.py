@@ -11,11 +11,11 @@ steps (data loading included, evaluation excluded):
 * trainer: transformers.Trainer with its defaults (fp32, full vocabulary);
 * trainer_same_precision: the Trainer given the lab's precision (bf16=True where the lab uses bf16).
 
-Each is reported as samples/s, real tokens/s, FLOPs a real token as its step computes them (labcore.flops:
+Each is reported as samples/s, real tokens/s, FLOPs a real token as its step computes them (labcore.engine.flops:
 counted, so the lab's pooled-row last block counts only what it computes), GFLOP/s and MFU against the peak
-measured here in the same run (labcore.device.measure_matmul_flops: large products at the threads in use,
+measured here in the same run (labcore.machine.device.measure_matmul_flops: large products at the threads in use,
 best of several readings). The lab's GEMM floor is the time its step's linear products alone take
-(labcore.flops.gemm_floor): the samples/s no change outside the matrix products can pass.
+(labcore.engine.flops.gemm_floor): the samples/s no change outside the matrix products can pass.
 
 A shared machine's speed drifts by 10-20 % over minutes, so the three are measured in turn for several
 rounds and each figure is the median over the rounds; every round is printed too.
@@ -69,7 +69,7 @@ class Measured:
 def machine() -> str:
     """The CPU's name, whether it has native bf16 (AVX-512 BF16, AMX), and the load average: every figure's
     conditions."""
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     flags = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
     has = [f for f in ("avx512_bf16", "amx_bf16", "amx_tile") if f in flags]
@@ -79,9 +79,9 @@ def machine() -> str:
 
 def lab_prepared(setting: Setting):
     """The lab's run preparation for ``setting`` (model on the device, its CPU kernels) and its precision."""
-    from labcore import device as devices
+    from labcore.machine import device as devices
     from labcore import protocols
-    from labcore.run import Prepared, device_kernels
+    from labcore.engine.run import Prepared, device_kernels
     from labcore.spec import make_spec
 
     device = devices.choose_device()
@@ -98,9 +98,9 @@ def lab_prepared(setting: Setting):
 
 def lab_speed(setting: Setting, prepare=lambda model: model) -> Measured:
     """The lab's loop for ``setting``; ``prepare(model)`` gives the module the step calls (a lever's change)."""
-    from labcore import flops
-    from labcore.run import train_config
-    from labcore.train import train
+    from labcore.engine import flops
+    from labcore.engine.run import train_config
+    from labcore.engine.train import train
 
     prepared, device, precision = lab_prepared(setting)
     model = prepared.model
@@ -125,8 +125,8 @@ def lab_speed(setting: Setting, prepare=lambda model: model) -> Measured:
 def lab_floor(setting: Setting):
     """The GEMM floor of the lab's timed steps: the linear products of the very batches :func:`lab_speed` times
     (the loop's order: seed 0, first epoch, after the warm-up), timed alone and summed; with their samples."""
-    from labcore import flops
-    from labcore.encode import iterate
+    from labcore.engine import flops
+    from labcore.data.encode import iterate
 
     prepared, device, precision = lab_prepared(setting)
     model = prepared.model
@@ -155,9 +155,10 @@ def trainer_speed(setting: Setting, options: TrainerOptions = TrainerOptions()) 
     from transformers import (AutoModelForSequenceClassification, DataCollatorWithPadding, Trainer,
                               TrainerCallback, TrainingArguments)
 
-    from labcore import assets, flops
-    from labcore.encode import Encoded
-    from labcore.run import Prepared
+    from labcore import assets
+    from labcore.engine import flops
+    from labcore.data.encode import Encoded
+    from labcore.engine.run import Prepared
     from labcore.spec import make_spec
 
     # The same examples, as full-vocabulary ids (no slicing): what a Trainer user would feed.
@@ -196,7 +197,7 @@ def trainer_speed(setting: Setting, options: TrainerOptions = TrainerOptions()) 
 
 def compare_precisions(setting: Setting, rounds: int) -> None:
     """The lab's step in bf16 autocast and in fp32, alternating; the median of each and what ``auto`` picks."""
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     rates: dict[str, list[float]] = {"bf16": [], "fp32": []}
     for round_ in range(1, rounds + 1):
@@ -234,7 +235,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from labcore import device as devices
+    from labcore.machine import device as devices
 
     torch.set_num_threads(args.threads or os.cpu_count() or 1)
     setting = Setting(args.discipline, args.batch, args.steps, args.warmup, args.precision)

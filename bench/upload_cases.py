@@ -43,14 +43,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from labcore import metrics, speed  # noqa: E402
+from labcore.results import metrics
+from labcore.engine import speed  # noqa: E402
 from labcore import data as disciplines  # noqa: E402
 from labcore import spec as spec_lib  # noqa: E402
 from labcore.data import fields  # noqa: E402
 from labcore.data import upload as uploads  # noqa: E402
 from labcore.errors import LabError  # noqa: E402
-from labcore.record import RunRecord  # noqa: E402
-from labcore.resolve import resolve_spec  # noqa: E402
+from labcore.results.record import RunRecord  # noqa: E402
+from labcore.engine.resolve import resolve_spec  # noqa: E402
 
 MODEL, PROTOCOL, BUDGET = "minilm", "full", "quick"
 INITS = ("pretrained", "random")  # the conditions of the Kao & Lee recipe: the same network, two inits
@@ -193,7 +194,7 @@ def done_records(executor) -> list[RunRecord]:
 
 def run_all(executor, work: list[tuple[Case, list]], workers: int) -> None:
     """Submit every spec (finished ones come from the store), start workers that exit when idle, wait."""
-    from labcore.pool import start_worker
+    from labcore.execution.pool import start_worker
     from labcore.store import TERMINAL
 
     keys = []
@@ -280,7 +281,7 @@ def main() -> None:
     parser.add_argument("--long-max", type=int, default=1000, help="case 3: longest transcript taken (nt)")
     args = parser.parse_args()
 
-    from labcore.executor import LocalExecutor
+    from labcore.execution.executor import LocalExecutor
     from labcore.store import open_store
 
     store = open_store()

@@ -1,5 +1,5 @@
 import sys
 
-from labcore.cli import main
+from labcore.cli.main import main
 
 sys.exit(main())

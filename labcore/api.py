@@ -27,7 +27,7 @@ from typing import Any, Callable, Iterable, Sequence
 import pandas as pd
 
 from labcore.errors import LabError
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import RunSpec, make_spec
 from labcore.store import JobRecord, Store, Submission, open_store
 
@@ -88,7 +88,7 @@ def _store(store: Store | str | None) -> Store:
 
 
 def _executor(store: Store, start: bool):
-    from labcore.executor import executor_for
+    from labcore.execution.executor import executor_for
 
     return executor_for(store, autostart=start)
 
@@ -125,7 +125,7 @@ def sweep(*, background: bool = False, group: str | None = None, store: Store | 
         submissions = _executor(the_store, True).submit_group(name, chosen, priority="sweep")
         return [wait(s.key, store=the_store) for s in submissions]
     from labcore.events import LOG, STEP, describe
-    from labcore.sweep import run_sweep
+    from labcore.engine.sweep import run_sweep
 
     def on_event(event: dict[str, Any]) -> None:
         line = describe(event) if progress and event["type"] not in (STEP, LOG) else None
@@ -184,7 +184,7 @@ it is an accuracy over a known number of examples, the validation metric, the ma
 
 
 def _row(record: JobRecord) -> dict[str, Any]:
-    from labcore import metrics
+    from labcore.results import metrics
 
     result = RunRecord.from_dict(record.result) if record.result else None
     row: dict[str, Any] = {"key": record.key, "label": record.label, "status": record.status,
@@ -296,7 +296,7 @@ class AtlasView:
 def atlas(*, models: Sequence[str] | None = None, disciplines: Sequence[str] | None = None,
           protocol: str = "full", budget: str | None = None, store: Store | str | None = None) -> AtlasView:
     """The transfer atlas of the stored finished runs (default: the models and disciplines they cover)."""
-    from labcore import atlas as atlases
+    from labcore.recipes import atlas as atlases
 
     the_store = _store(store)
     found = atlases.finished_runs(the_store)
@@ -314,13 +314,12 @@ def analyze(kind: str, *, models: Sequence[str] | None = None, background: bool 
     """One analysis (``similarity``, ``jacobian``, ``gradients``, ``noise`` ... as ``python -m labcore
     analyze`` lists them) of ``models`` given as the CLI writes them (``minilm``, ``tiny:bert@random@1``,
     ``run=KEY``); its result as a dict. ``background=True`` queues it for the workers and waits."""
-    from labcore import cli_analyze
     from labcore.jobs.analyses import ANALYSES, SPEC_TYPES
 
     if kind not in ANALYSES:
         raise LabError(f"unknown analysis {kind!r}; valid analyses: {', '.join(ANALYSES)}")
     if models:
-        fields["models"] = tuple(cli_analyze.parse_model(m) for m in models)
+        fields["models"] = tuple(parse_model(m) for m in models)
     unknown = sorted(set(fields) - set(SPEC_TYPES[kind].__dataclass_fields__))
     if unknown:
         raise LabError(f"{kind} takes no {', '.join(unknown)}; it takes "
@@ -328,7 +327,7 @@ def analyze(kind: str, *, models: Sequence[str] | None = None, background: bool 
     the_store = _store(store)
     job = SPEC_TYPES[kind](**fields)
     if not background:
-        return cli_analyze.analyze_here(job, the_store)
+        return analyze_here(job, the_store)
     return _finished_job(the_store, _executor(the_store, True).submit(job).key).result
 
 

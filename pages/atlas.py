@@ -1,6 +1,6 @@
 """Transfer atlas: what pretraining buys, model by discipline, measured from the store's runs and estimated by
 LogME beside it, with how far the estimate can be trusted. Clicking a cell with runs opens them on Compare;
-a cell without runs is picked for filling. Everything drawn comes from :mod:`labcore.atlas`.
+a cell without runs is picked for filling. Everything drawn comes from :mod:`labcore.recipes.atlas`.
 """
 
 from __future__ import annotations

@@ -292,7 +292,7 @@ def small_test_note(name: str, folds: int) -> None:
 
 
 def measured_speed(resolved: RunSpec, mean_tokens: float) -> speed.Speed | None:
-    """The training speed finished runs of this model and protocol measured here (see labcore.speed)."""
+    """The training speed finished runs of this model and protocol measured here (see labcore.engine.speed)."""
     store = state.get_store()
     wanted = (resolved.model, resolved.protocol)
     keys = [r.key for r in store.runs(status="done") if (r.spec.get("model"), r.spec.get("protocol")) == wanted]

@@ -5,12 +5,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from labcore.executor import LocalExecutor
+from labcore.execution.executor import LocalExecutor
 from labcore.jobs.analyses import AnalysisSpec, ModelRef
 from labcore.pretrain.spec import PretrainSpec
 from labcore.recipes.drive import advance, progress, results_of
 from labcore.spec import RunSpec
-from labcore.worker import Worker
+from labcore.execution.worker import Worker
 
 TINY_MODEL = "tiny:bert"
 # The tiny vocabulary (45 ids) cannot give music's 128 symbols ids of their own: music runs on MiniLM, kept

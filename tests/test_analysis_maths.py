@@ -331,7 +331,7 @@ def test_logme_prefers_features_that_determine_the_labels():
 def test_layer_curves_are_sweeps_of_protocols_with_their_reference_runs():
     from labcore.analysis.curves import curve_figure, curve_specs, curve_table
     from labcore.errors import LabError
-    from labcore.record import RunRecord
+    from labcore.results.record import RunRecord
     from labcore.spec import make_spec
 
     base = make_spec(model="tiny:bert", discipline="bits-xor")

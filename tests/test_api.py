@@ -9,7 +9,7 @@ import pytest
 
 import labcore
 from labcore import api as lab
-from labcore.cli import main
+from labcore.cli.main import main
 from labcore.errors import LabError
 
 TINY = dict(model="tiny:bert", discipline="dna-splice", max_steps=4, eval_every=2, train_size="200",
@@ -125,7 +125,7 @@ def test_import_labcore_stays_light():
             "print(sorted(m for m in ('torch', 'transformers') if m in sys.modules))")
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "[]"
     assert labcore.api is lab
-    importlib.import_module("labcore.cli")  # most of the package's modules: none may hide an API name
+    importlib.import_module("labcore.cli.main")  # most of the package's modules: none may hide an API name
 
     assert all(getattr(labcore, name) is getattr(lab, name) for name in labcore._API)
     assert set(labcore._API) <= set(lab.__all__)
@@ -138,7 +138,7 @@ def test_analyze_atlas_and_recipe_read_as_the_pages_do(ran):
     assert lab.analyze("params", models=["tiny:bert", "tiny:bert@random@1"], store=store) == result  # seeded
     with pytest.raises(LabError, match="valid analyses"):
         lab.analyze("palmistry")
-    from labcore.executor import executor_for
+    from labcore.execution.executor import executor_for
     from labcore.jobs.analyses import ModelRef, SPEC_TYPES
 
     queued = executor_for(store, autostart=False).submit(SPEC_TYPES["params"](models=(ModelRef(model="tiny:bert"),)))
@@ -158,7 +158,7 @@ def test_analyze_atlas_and_recipe_read_as_the_pages_do(ran):
 
 
 def test_background_runs_go_through_a_worker_with_live_event_streams(tmp_path, fetched_assets):
-    from labcore.executor import LocalExecutor
+    from labcore.execution.executor import LocalExecutor
     from labcore.store import Store
 
     store = Store(tmp_path / "store")

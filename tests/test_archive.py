@@ -13,10 +13,10 @@ import pandas as pd
 import pytest
 
 from labcore.archive import ArchiveDamaged, export, import_archive, verify
-from labcore.cli import main as cli_main
-from labcore.compare import sweep_table
+from labcore.cli.main import main as cli_main
+from labcore.results.compare import sweep_table
 from labcore.jobs import new_job
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import make_spec
 from labcore.store import NewJob, Store
 from labcore.store.selection import Selection
@@ -155,7 +155,7 @@ def test_an_archive_lists_every_member_with_its_sha256(lab, tmp_path):
 def test_the_atlas_reads_the_same_after_a_round_trip(tmp_path, monkeypatch):
     """A finished atlas cell (two seeds a side) with its LogME estimate gives the same atlas table in an
     empty lab after export and import."""
-    from labcore import atlas
+    from labcore.recipes import atlas
 
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache-a"))
     source = Store(tmp_path / "a")

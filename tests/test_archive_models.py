@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from labcore.archive import ArchiveDamaged, export, import_archive, verify
-from labcore.archive_models import ModelFolderConflict
-from labcore.cli import main as cli_main
+from labcore.archive.models import ModelFolderConflict
+from labcore.cli.main import main as cli_main
 from labcore.jobs import new_job
 from labcore.models import install_folder, models_dir
 from labcore.pretrain.spec import PretrainSpec

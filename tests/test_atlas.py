@@ -13,14 +13,14 @@ import textwrap
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from labcore import atlas
-from labcore.executor import LocalExecutor
+from labcore.recipes import atlas
+from labcore.execution.executor import LocalExecutor
 from labcore.recipes.verdict import difference_interval
-from labcore.record import RunRecord
-from labcore.resolve import resolve_spec
+from labcore.results.record import RunRecord
+from labcore.engine.resolve import resolve_spec
 from labcore.spec import make_spec
 from labcore.store import STOPPED, Store, open_store
-from labcore.worker import Worker
+from labcore.execution.worker import Worker
 
 from kept import kept_store
 from test_pages import APP, REPO, TIMEOUT, no_exception, texts
@@ -225,7 +225,7 @@ def atlas_page(**state) -> AppTest:
 
 def click_and_run(at: AppTest, button: str, store, group: str) -> list[str]:
     """Press a page's button that queues jobs into ``group``; run them here, in-process, to the end."""
-    from labcore.pool import stop_workers
+    from labcore.execution.pool import stop_workers
 
     try:
         at.button(key=button).click().run()

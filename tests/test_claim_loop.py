@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from labcore import jobs
-from labcore.attempt import EventSink
-from labcore.claim_loop import ClaimLoop, Identity, Launched
+from labcore.execution.attempt import EventSink
+from labcore.execution.claim_loop import ClaimLoop, Identity, Launched
 from labcore.jobs import new_job
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "kinds"))

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from labcore.executor import LocalExecutor
+from labcore.execution.executor import LocalExecutor
 from labcore.spec import make_spec
 from labcore.store import open_store
 
@@ -181,7 +181,7 @@ def test_live_curves_and_figures_are_built_once_per_cursor_for_every_session(tmp
 
 
 def test_two_sessions_pressing_the_same_demo_share_its_runs_and_both_are_recorded(tmp_path, monkeypatch):
-    from labcore import demos
+    from labcore.recipes import demos
 
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
     store = open_store()
@@ -293,7 +293,7 @@ def test_a_students_resume_meets_the_same_limits_as_a_submission(held):
 
 def test_a_job_past_its_requesters_time_limit_is_stopped_saying_who_stopped_it(tmp_path):
     from labcore.store import Store
-    from labcore.worker import Worker
+    from labcore.execution.worker import Worker
 
     store = Store(tmp_path / "store")
     try:

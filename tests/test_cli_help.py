@@ -7,7 +7,7 @@ import re
 import pytest
 
 from labcore import data
-from labcore.cli import main
+from labcore.cli.main import main
 from labcore.models import INITS, backbone_names
 from labcore.pretrain.corpora import corpus_names
 from labcore.protocols import PROTOCOLS

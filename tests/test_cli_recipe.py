@@ -8,7 +8,7 @@ import re
 import pytest
 from recipe_store import ADJUST, SEEDS, finished_recipe
 
-from labcore.cli import main
+from labcore.cli.main import main
 from labcore.fmt import fmt_duration
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import ADJUST_VARIABLE, named_adjust, plan_of, step_key
@@ -105,7 +105,7 @@ def test_recipe_run_no_wait_queues_the_first_stage_and_returns(tmp_path, tiny_pl
 
 
 def test_ctrl_c_while_waiting_leaves_the_jobs_queued(tmp_path, tiny_plans, monkeypatch, capsys):
-    from labcore import cli_recipe
+    from labcore.cli import recipe as cli_recipe
 
     def interrupt(_seconds):
         raise KeyboardInterrupt
@@ -136,7 +136,7 @@ def test_a_finished_step_that_records_no_time_is_not_still_to_go():
     """An analysis's result has no wall time: it is guessed for the total, but it has run."""
     from labcore.recipes.base import Plan, Step
     from labcore.recipes.drive import expected_seconds
-    from labcore.record import RunRecord
+    from labcore.results.record import RunRecord
     from labcore.spec import make_spec
 
     runs = [Step(make_spec(discipline="dna-splice", seed=s), "pretrained", s) for s in (0, 1)]

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 
-from labcore import compare, figures
+from labcore import figures
+from labcore.results import compare
 from test_figures import record
 
 

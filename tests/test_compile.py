@@ -7,7 +7,7 @@ import copy
 import pytest
 import torch
 
-from labcore import device as devices
+from labcore.machine import device as devices
 from labcore.models import build_lab_model_from, load_backbone
 from labcore.models.cpu_kernels import use_cpu_kernels
 

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from labcore import cores
+from labcore.machine import cores
 
 STAT = """cpu  1000 20 300 5000 40 5 6 7 0 0
 cpu0 500 10 150 2500 20 2 3 3 0 0

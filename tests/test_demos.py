@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from labcore import demos
-from labcore.record import RunRecord
-from labcore.resolve import resolve_spec
+from labcore.recipes import demos
+from labcore.results.record import RunRecord
+from labcore.engine.resolve import resolve_spec
 
 
 def record(init: str, test: float, *, status: str = "done", val=((20, 0.6), (40, 0.8)), best_step: int = 40,

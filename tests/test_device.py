@@ -14,14 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from labcore import device as devices
-from labcore import pool
-from labcore import rates as device_rates
-from labcore.encode import Encoded
+from labcore.machine import device as devices
+from labcore.execution import pool
+from labcore.machine import rates as device_rates
+from labcore.data.encode import Encoded
 from labcore.errors import LabError
-from labcore.run import resolve_spec, run
+from labcore.engine.run import resolve_spec, run
 from labcore.spec import make_spec, resolve, train_defaults
-from labcore.train import TrainConfig, train
+from labcore.engine.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parent.parent
 CUDA = torch.cuda.is_available()

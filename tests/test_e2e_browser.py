@@ -67,7 +67,7 @@ def serving(cache: Path, log_path: Path, **env: str):
         stop_process_group(process)
         log.close()
         from labcore.store import Store
-        from labcore.pool import stop_workers
+        from labcore.execution.pool import stop_workers
 
         store = Store(cache / "store")
         stop_workers(store, timeout_s=30)
@@ -112,7 +112,7 @@ def _shot(page, name: str) -> None:
 def test_a_demo_end_to_end_in_chromium(server):
     from playwright.sync_api import expect
 
-    from labcore import demos
+    from labcore.recipes import demos
 
     base, cache = server
     demo = demos.DEMOS[DEMO]
@@ -172,7 +172,7 @@ def test_an_analysis_in_chromium(server):
     worker, then drawn by the Analysis page: the heat map and its table, and a screenshot."""
     from playwright.sync_api import expect
 
-    from labcore.executor import LocalExecutor
+    from labcore.execution.executor import LocalExecutor
     from labcore.jobs.analyses import ModelRef, SimilaritySpec
     from labcore.store import Store
 
@@ -234,8 +234,8 @@ def test_the_transfer_atlas_in_chromium(server):
     a hover shows a cell's interval (saved as ``atlas.png``), and a click on that cell opens Compare on its runs."""
     from playwright.sync_api import expect
 
-    from labcore import atlas
-    from labcore.executor import LocalExecutor
+    from labcore.recipes import atlas
+    from labcore.execution.executor import LocalExecutor
     from labcore.spec import make_spec
     from labcore.store import Store, TERMINAL
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from labcore import encode
+from labcore.data import encode
 from labcore.data.base import DisciplineInfo
 from labcore.mapping import MappingSpec, Vocab, build_mapping
 

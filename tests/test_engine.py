@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from labcore.errors import LabError
-from labcore.record import RunRecord
-from labcore.run import iter_run, resolve_spec, run
+from labcore.results.record import RunRecord
+from labcore.engine.run import iter_run, resolve_spec, run
 from labcore.spec import make_spec
 from test_events import assert_typed
 
@@ -114,7 +114,7 @@ def test_sweep_cli_prints_table_and_reuses_results(tmp_path):
 
 
 def test_resolve_spec_needs_no_torch():
-    code = ("import sys; from labcore.run import resolve_spec; from labcore.spec import make_spec;"
+    code = ("import sys; from labcore.engine.run import resolve_spec; from labcore.spec import make_spec;"
             "resolve_spec(make_spec(discipline='bits-xor')); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
@@ -126,8 +126,8 @@ DIVERGING = dict(model="tiny:bert", discipline="bits-xor", precision="fp32", lr=
 
 
 def test_a_diverged_run_says_where_and_shows_no_untrained_test_result(tmp_path):
-    from labcore.compare import sweep_table
-    from labcore.demos import describe_record
+    from labcore.results.compare import sweep_table
+    from labcore.recipes.demos import describe_record
 
     record = run(make_spec(**DIVERGING), workdir=tmp_path)
     assert record.status == "diverged" and record.best_step == 0 and record.val_curve == []
@@ -144,7 +144,7 @@ def test_a_diverged_run_says_where_and_shows_no_untrained_test_result(tmp_path):
 
 
 def test_the_command_line_prints_no_test_metric_for_untrained_weights(capsys):
-    from labcore import cli
+    from labcore.cli import main as cli
 
     flags = ["--model", "tiny:bert", "--discipline", "bits-xor", "--precision", "fp32", "--lr", "1000",
              "--dparam", "n_train=64", "--dparam", "n_validation=32", "--dparam", "n_test=32"]
@@ -183,7 +183,7 @@ def test_an_ordinary_run_records_its_threads_and_how_busy_the_machine_was(tmp_pa
     record = run(_spec(), workdir=tmp_path, threads=1)
     assert record.threads == [[0, 1]]
     assert record.busy_cores >= 0.0  # measured, not -1
-    # beside a process that keeps a core busy the whole time, the record says so (labcore.speed leaves it out)
+    # beside a process that keeps a core busy the whole time, the record says so (labcore.engine.speed leaves it out)
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         busy = run(_spec(), workdir=tmp_path / "busy", threads=1)

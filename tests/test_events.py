@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from labcore.encode import Encoded
+from labcore.data.encode import Encoded
 from labcore.events import (EVENTS, AttemptEvent, CheckpointEvent, EvalEvent, LogEvent, NodeEvent, OutcomeEvent,
                             ResultEvent, StageStepEvent, StartEvent, StepEvent, TrainEndEvent, event_from_dict)
 from test_train_loop import Tiny, _cfg, _data, _run

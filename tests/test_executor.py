@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from labcore import cli_analyze, cli_worker
+from labcore.cli import analyze as cli_analyze
+from labcore.cli import worker as cli_worker
 from labcore.errors import LabError
-from labcore.executor import EXECUTORS, LocalExecutor, executor_for
+from labcore.execution.executor import EXECUTORS, LocalExecutor, executor_for
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def test_an_unknown_executor_is_refused_with_the_valid_names(store, monkeypatch)
 
 def test_ray_is_chosen_by_name_without_importing_ray(store, monkeypatch):
     pytest.importorskip("ray", reason="Ray is not installed: `pip install -r requirements-ray.txt`")
-    from labcore.executor import RayExecutor
+    from labcore.execution.executor import RayExecutor
 
     monkeypatch.setenv("TRANSFERLAB_EXECUTOR", "ray")
     executor = executor_for(store, autostart=False)

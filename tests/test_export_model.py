@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 from labcore import api as lab
-from labcore.cli import main
+from labcore.cli.main import main
 from labcore.errors import LabError
 from labcore.export.model import lab_logits, raw_examples, refusal
-from labcore.run import load_trained
+from labcore.engine.run import load_trained
 from labcore.spec import make_spec
 from labcore.store import Store
 

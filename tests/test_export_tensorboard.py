@@ -8,11 +8,11 @@ import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from labcore import api as lab
-from labcore.cli import main
+from labcore.cli.main import main
 from labcore.export.runs import run_curves
 from labcore.export.tensorboard import tag
 from labcore.store import Store
-from labcore.worker import Worker
+from labcore.execution.worker import Worker
 
 TINY = dict(model="tiny:bert", discipline="dna-splice", max_steps=6, eval_every=2, train_size="200", precision="fp32")
 

@@ -16,7 +16,7 @@ from labcore import figures
 from labcore.analysis import attention as attn
 from labcore.mapping import MappingSpec, Vocab, build_mapping
 from labcore.fmt import fmt_duration
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from pages import state
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from labcore import compare
+from labcore.results import compare
 from labcore.figures import BASELINE, PRETRAINED, SCRATCH
 from labcore.figures.atlas import FEW_SEEDS, GridCell, gain_grid
 from labcore.figures.recipes import (Dots, IntervalLine, Reference, StageCurve, alignment_curves, column_bars,
                                      condition_bars, distance_scatter, interval_figure)
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 
 LABCORE = Path(__file__).resolve().parent.parent / "labcore"
 

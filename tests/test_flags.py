@@ -12,7 +12,7 @@ import pytest
 from labcore.errors import LabError
 from labcore.spec import MIN_MAX_LENGTH, make_spec
 
-# Each case: the flags, then words the error must hold. Every one is refused by `labcore.cli.main`.
+# Each case: the flags, then words the error must hold. Every one is refused by `labcore.cli.main.main`.
 REFUSED = [
     (["--max-length", "1"], ["--max-length", "0", f"at least {MIN_MAX_LENGTH}"]),
     (["--max-length", "2"], ["--max-length", f"at least {MIN_MAX_LENGTH}", "[CLS], [SEP]"]),
@@ -38,7 +38,7 @@ TUNE_REFUSED = [
 
 _PROBE = """
 import contextlib, io, json, sys
-from labcore import cli
+from labcore.cli import main as cli
 out = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -67,8 +67,8 @@ def test_bad_flags_are_refused_before_anything_loads():
 
 
 def test_tune_flags_are_a_search_space_in_ray_tunes_words_around_a_fixed_spec():
-    from labcore.cli import build_parser
-    from labcore.cli_args import search_from_args
+    from labcore.cli.main import build_parser
+    from labcore.cli.args import search_from_args
 
     args = build_parser().parse_args(["tune", "--model", "tiny:bert", "--discipline", "bits-xor", "--max-steps", "200",
                                       "--lr", "1e-5:1e-3:log", "--warmup-ratio", "0,0.06,0.1",
@@ -131,7 +131,7 @@ def test_a_max_length_beyond_a_local_models_positions_keys_as_the_model_s_limit(
                                                     "pad_token_id": 1}))
     code = f"""
 import sys
-from labcore.resolve import resolve_spec
+from labcore.engine.resolve import resolve_spec
 from labcore.spec import make_spec
 spec = dict(model="local:{folder}", discipline="bits-xor")
 long = resolve_spec(make_spec(**spec, max_length=100000))

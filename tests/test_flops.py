@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from labcore import device as devices
-from labcore import flops
-from labcore.encode import Encoded, collate
+from labcore.machine import device as devices
+from labcore.engine import flops
+from labcore.data.encode import Encoded, collate
 from labcore.models import build_lab_model_from, load_backbone
 from labcore.models.cpu_kernels import use_cpu_kernels
 

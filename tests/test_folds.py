@@ -11,14 +11,15 @@ import time
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from labcore import compare, data as disciplines, figures
+from labcore import data as disciplines, figures
+from labcore.results import compare
 from labcore.data import upload
 from labcore.data.base import fold_split, stratified_folds
 from labcore.errors import LabError
-from labcore.record import RunRecord
-from labcore.resolve import resolve_spec
+from labcore.results.record import RunRecord
+from labcore.engine.resolve import resolve_spec
 from labcore.spec import make_spec
-from labcore.speed import had_the_machine, measured_speed
+from labcore.engine.speed import had_the_machine, measured_speed
 from test_data_page_upload import APP, TIMEOUT, own_cache  # noqa: F401 - own_cache: an empty cache per test
 from test_pages_trust import dna_rows, texts
 
@@ -127,7 +128,7 @@ def test_compare_counts_the_folds_of_a_condition_as_its_repeats():
 
 
 def test_a_106_row_csv_in_5_folds_gives_5_runs_whose_compare_row_has_n_5():
-    from labcore.pool import stop_workers
+    from labcore.execution.pool import stop_workers
     from labcore.store import open_store
 
     upload.save_upload("dna", "dna.csv", dna_rows())

@@ -18,7 +18,7 @@ import pytest
 from labcore import jobs
 from labcore.errors import LabError
 from labcore.jobs import job_kind
-from labcore.executor import LocalExecutor
+from labcore.execution.executor import LocalExecutor
 from labcore.store import ACTIVE, Store, process_state
 
 REPO = Path(__file__).resolve().parent.parent
@@ -163,7 +163,7 @@ def _stopped_with_none_error(spec, ctx):
 def test_a_record_whose_error_is_none_ends_with_an_error_string(tmp_path):
     """A stopped pretraining's record says ``"error": None``; the worker once crashed reading that outcome
     (``None.startswith``) and left the job dead instead of interrupted."""
-    from labcore.attempt import Outcome, run_attempt
+    from labcore.execution.attempt import Outcome, run_attempt
     from labcore.jobs.base import JobContext
 
     for status in ("interrupted", "done"):

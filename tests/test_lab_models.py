@@ -115,7 +115,7 @@ def test_adapters_check_their_inputs():
 
 
 def test_a_runs_splits_are_checked_on_the_host_with_the_adapters_words():
-    from labcore.encode import Encoded
+    from labcore.data.encode import Encoded
     import numpy as np
 
     def split(*rows):

@@ -12,7 +12,7 @@ from sklearn.metrics import f1_score, matthews_corrcoef
 
 from labcore.data.base import METRICS as DISCIPLINE_METRICS
 from labcore.errors import LabError, UnknownNameError
-from labcore.metrics import (
+from labcore.results.metrics import (
     METRICS, Aggregate, accuracy, aggregate, binary_f1, bit_accuracy, compute, macro_f1, majority_baseline,
     mcc, spearman, vote,
 )
@@ -247,7 +247,7 @@ def test_aggregate_errors():
 
 
 def test_wilson_interval_and_the_small_test_rule():
-    from labcore.metrics import small_test_warning, wilson_interval
+    from labcore.results.metrics import small_test_warning, wilson_interval
 
     low, high = wilson_interval(10, 10)
     assert (round(low, 4), high) == (0.7225, 1.0)  # 10 of 10 is not certainty

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from labcore import otdd
+from labcore.protocols import otdd
 from labcore.errors import LabError
 from labcore.events import curves_from_events, describe, stage_curves
 from labcore.protocols import PROTOCOLS, parse_protocol_params
-from labcore.record import RunRecord
-from labcore.run import iter_run, run
+from labcore.results.record import RunRecord
+from labcore.engine.run import iter_run, run
 from labcore.spec import make_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -208,7 +208,7 @@ def test_a_resumed_run_keeps_its_alignment_instead_of_aligning_again(tmp_path, f
 
 
 def test_compare_lists_the_alignment_distance_beside_the_test_metric():
-    from labcore.compare import alignment_table
+    from labcore.results.compare import alignment_table
 
     aligned = RunRecord(key="a" * 20, spec={"seed": 1}, status="done", metric="accuracy", test={"accuracy": 0.9},
                         val_curve=[[1, 0.9]], best_step=1,
@@ -228,9 +228,9 @@ def test_runs_draws_the_alignment_curve_and_compare_its_distance_beside_the_test
     from streamlit.testing.v1 import AppTest
 
     from labcore import paths
-    from labcore.executor import LocalExecutor
+    from labcore.execution.executor import LocalExecutor
     from labcore.store import open_store
-    from labcore.worker import Worker
+    from labcore.execution.worker import Worker
 
     cache = tmp_path / "cache"
     cache.mkdir()

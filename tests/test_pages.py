@@ -22,7 +22,7 @@ from streamlit.testing.v1 import AppTest
 
 from labcore.errors import LabError
 
-from labcore.executor import LocalExecutor
+from labcore.execution.executor import LocalExecutor
 from labcore.jobs.attention import AttentionSpec
 from labcore.spec import make_spec
 from labcore.store import ACTIVE, open_store
@@ -268,7 +268,7 @@ def test_mapping_page_reruns_an_unchanged_mapping_from_the_store(lab):
 
 
 def test_the_analysis_page_queues_an_analysis_of_two_runs_and_draws_it(lab):
-    from labcore.pool import stop_workers
+    from labcore.execution.pool import stop_workers
 
     at = page("pages/analysis.py")
     no_exception(at)
@@ -294,7 +294,7 @@ def test_the_analysis_page_queues_an_analysis_of_two_runs_and_draws_it(lab):
 
 # -------------------------------------------------------------------------------------------- the form
 def test_the_experiment_form_submits_a_spec(tmp_path, monkeypatch):
-    from labcore.pool import stop_workers
+    from labcore.execution.pool import stop_workers
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(cache))

@@ -49,7 +49,7 @@ def dna_rows(n=106):
 
 
 def finished(store, key: str, accuracy: float, examples: int, classes: int):
-    from labcore.record import RunRecord
+    from labcore.results.record import RunRecord
     from labcore.spec import make_spec
 
     spec = make_spec(model="minilm", discipline="dna-splice", seed=int(key[-1]))
@@ -68,7 +68,7 @@ def test_a_small_test_set_is_flagged_before_and_after_it_runs():
     assert not at.exception, [e.message for e in at.exception]
     assert "the test set has 10 examples, fewer than 30" in texts(at)
     assert "About " in texts(at) and "150 steps" in texts(at)  # the floor, and the time it costs
-    from labcore.speed import typical_tokens_per_s
+    from labcore.engine.speed import typical_tokens_per_s
 
     typical = typical_tokens_per_s("minilm")
     assert f"at the speed no run measured yet: a typical figure, {typical:,.0f} tokens/s" in texts(at)
@@ -92,8 +92,8 @@ def test_a_small_test_set_is_flagged_before_and_after_it_runs():
 
 
 def test_the_time_promised_comes_from_the_runs_measured_here():
-    from labcore.record import RunRecord
-    from labcore.resolve import resolve_spec
+    from labcore.results.record import RunRecord
+    from labcore.engine.resolve import resolve_spec
     from labcore.spec import make_spec
     from labcore.store import open_store
 
@@ -113,7 +113,7 @@ def test_the_time_promised_comes_from_the_runs_measured_here():
 def test_runs_from_the_menu_shows_the_running_run_and_attention_the_run_looked_at():
     import os
 
-    from labcore.executor import LocalExecutor
+    from labcore.execution.executor import LocalExecutor
     from labcore.spec import make_spec
     from labcore.store import open_store
 
@@ -134,7 +134,7 @@ def test_runs_from_the_menu_shows_the_running_run_and_attention_the_run_looked_a
         at.switch_page("pages/attention.py").run()  # it asks for the run's maps: the executor starts a worker
         assert at.selectbox(key="w:att.run").value == older and older != newest
     finally:
-        from labcore.pool import stop_workers
+        from labcore.execution.pool import stop_workers
 
         stop_workers(store, timeout_s=30)
 

@@ -199,8 +199,8 @@ def test_fifty_substitute_writes_the_used_rows_over_the_unused_ones(fetched_asse
 @pytest.mark.integration
 def test_a_finished_runs_body_loads_as_run_key_with_its_trained_weights(fetched_assets, tmp_path):
     from labcore.pretrain.bodies import ensure_run_body, run_body_folder
-    from labcore.resolve import resolve_spec
-    from labcore.run import load_trained, run
+    from labcore.engine.resolve import resolve_spec
+    from labcore.engine.run import load_trained, run
     from labcore.spec import make_spec
     from labcore.store import JobRecord
 
@@ -241,7 +241,7 @@ def test_a_finished_runs_body_loads_as_run_key_with_its_trained_weights(fetched_
 @pytest.mark.integration
 def test_the_pretrain_kind_runs_in_a_worker_and_is_served_from_the_cache_on_resubmit(
         fetched_assets, store, tmp_path):
-    from labcore.executor import LocalExecutor
+    from labcore.execution.executor import LocalExecutor
     from labcore.store import ACTIVE
     from test_job_kinds import wait_for  # the job-kind tests' helper (tests/ is on the path under pytest)
 
@@ -310,7 +310,7 @@ def test_an_embeddings_only_stage_trains_the_word_embeddings_and_head_and_leaves
 
 
 def test_the_cli_queues_a_pretraining_and_names_a_bad_corpus(store, capsys):
-    from labcore.cli import main
+    from labcore.cli.main import main
 
     assert main(["pretrain", "--corpus", "flat", "--size", "tiny", "--steps", "3", "--name", "cli-queued",
                  "--queue", "--store", str(store.root)]) == 0

@@ -46,7 +46,7 @@ def test_without_the_vocabulary_the_page_says_to_fetch_it(tmp_path, monkeypatch)
 @pytest.mark.integration
 def test_sample_start_watch_and_use_the_model(fetched_assets, tmp_path, monkeypatch):
     from labcore import paths
-    from labcore.pool import stop_workers
+    from labcore.execution.pool import stop_workers
     from labcore.store import ACTIVE
     from test_job_kinds import wait_for
     from test_pages import run_worker_until_idle

@@ -1,7 +1,7 @@
 """The Ray executor on a local Ray cluster: the same jobs, events and records as the local pool.
 
 One local cluster (2 CPUs, dashboard off, a short session folder of its own) serves the module; each test
-runs the executor's loop (:class:`labcore.ray_pump.RayPump`) in a thread of this process on a store of
+runs the executor's loop (:class:`labcore.execution.ray_pump.RayPump`) in a thread of this process on a store of
 its own, and stops it. The last test lets the executor start its process (and that process its own
 cluster), as the app does. Teardown checks that no process of either cluster is left (never
 ``ray stop``: it would kill every Ray process on the machine, other users' too).
@@ -26,9 +26,9 @@ ray = pytest.importorskip("ray", reason="Ray is not installed: `pip install -r r
 
 from labcore import jobs  # noqa: E402
 from labcore.errors import LabError  # noqa: E402
-from labcore.executor import RayExecutor  # noqa: E402
+from labcore.execution.executor import RayExecutor  # noqa: E402
 from labcore.jobs.attention import RESULT_FILE, AttentionSpec  # noqa: E402
-from labcore.ray_pump import RayPump, RaySettings  # noqa: E402
+from labcore.execution.ray_pump import RayPump, RaySettings  # noqa: E402
 from labcore.spec import make_spec  # noqa: E402
 from labcore.store import ACTIVE, process_state  # noqa: E402
 from helpers import wait_for  # noqa: E402
@@ -220,8 +220,8 @@ def test_tune_sweeps_one_spec_with_asha_each_trial_a_run_in_the_store(executor, 
     pytest.importorskip("ray.tune", reason="Ray Tune is not installed: `pip install -r requirements-ray.txt`")
     from ray.tune.schedulers import ASHAScheduler
 
-    from labcore import tune
-    from labcore.record import RunRecord
+    from labcore.execution import tune
+    from labcore.results.record import RunRecord
 
     store = executor.store
     # One trial at a time, in the grid's order: lr 1e-5 sets the cut of the first rung (step 10), and a trial
@@ -270,7 +270,8 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     executor = RayExecutor(store, address="")
     try:
-        key = executor.submit(CountSpec(n=5)).key  # starts `python -m labcore.ray_pump` and waits for its report
+        # starts `python -m labcore.execution.ray_pump` and waits for its report
+        key = executor.submit(CountSpec(n=5)).key
         wait_for("the job", lambda: store.get(key).status not in ACTIVE, 60, store)
         assert store.get(key).status == "done" and store.get(key).node
         [pump] = executor.alive_workers()
@@ -292,7 +293,7 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
 
 def test_workers_the_teacher_stopped_start_no_ray_executor_and_a_submit_says_why(store, monkeypatch):
     """No cluster: the hold is honoured before any process (and so any Ray) would start."""
-    from labcore import pool
+    from labcore.execution import pool
 
     started = []
     monkeypatch.setattr(pool, "start_worker", lambda *a, **k: started.append(k) or pytest.fail("a process started"))
@@ -311,8 +312,8 @@ def test_the_pages_side_never_imports_ray(tmp_path):
     """Only the executor process imports Ray: the pages and the CLI choose it and submit without it."""
     code = f"""
 import sys
-from labcore.cli_worker import add_commands
-from labcore.executor import RayExecutor, get_executor
+from labcore.cli.worker import add_commands
+from labcore.execution.executor import RayExecutor, get_executor
 from labcore.store import Store
 executor = RayExecutor(Store({str(tmp_path / 'store')!r}), autostart=False)
 print("ray" in sys.modules)

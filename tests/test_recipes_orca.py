@@ -9,7 +9,7 @@ from labcore.recipes.drive import progress
 from labcore.recipes.orca import ALIGNED, BUDGETS, CONDITIONS, DISCIPLINES, FULL
 from labcore.recipes.export import to_csv, to_html
 from labcore.recipes.verdict import NOT_MEASURED, WORDS
-from labcore.resolve import resolve_spec
+from labcore.engine.resolve import resolve_spec
 from recipe_store import finished_recipe
 
 

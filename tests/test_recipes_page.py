@@ -72,7 +72,7 @@ def test_an_unknown_recipe_in_the_address_says_which_there_are(empty_cache):
 
 
 def test_the_home_page_points_each_demo_to_its_papers_recipe(empty_cache):
-    from labcore import demos
+    from labcore.recipes import demos
 
     at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
     no_exception(at)
@@ -85,7 +85,7 @@ def test_the_home_page_points_each_demo_to_its_papers_recipe(empty_cache):
 
 
 def test_the_run_button_queues_the_plan_in_the_session_s_name(tmp_path, monkeypatch):
-    from labcore.pool import stop_workers
+    from labcore.execution.pool import stop_workers
 
     monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.setenv(ADJUST_VARIABLE, ADJUST)
@@ -112,7 +112,7 @@ def test_the_run_button_queues_the_plan_in_the_session_s_name(tmp_path, monkeypa
 
 def test_the_queue_cap_holds_jobs_back_without_an_error(tmp_path):
     """One person may have only so many jobs waiting; the rest of the stage waits, and the page says so."""
-    from labcore.executor import LocalExecutor
+    from labcore.execution.executor import LocalExecutor
     from labcore.recipes.drive import advance
 
     from labcore.store import Store, StoreSettings

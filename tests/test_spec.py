@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from labcore.errors import LabError
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import RunSpec, make_spec, resolve, train_defaults
 
 
@@ -117,7 +117,7 @@ def test_training_hyper_parameters_are_declared_once():
 def test_train_config_takes_every_loop_hyper_parameter_from_the_spec():
     import dataclasses
 
-    from labcore.run import train_config
+    from labcore.engine.run import train_config
     from labcore.spec import TrainParams
 
     spec = resolve(make_spec(lr=0.5, batch_size=24, patience=3, protocol="frozen"), "tokens")
@@ -138,7 +138,8 @@ def test_optimizer_and_schedule_choices_are_checked():
 
 def test_spec_choices_are_the_registries_names():
     # spec is the bottom layer (no torch, no models or data), so it spells the names out; these must match.
-    from labcore import mapping, spec as spec_module, train
+    from labcore import mapping, spec as spec_module
+    from labcore.engine import train
     from labcore.models import INITS, INPUT_ADAPTERS, POOLINGS
     from labcore.protocols import PROTOCOLS
 

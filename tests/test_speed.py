@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import estimate, make_spec, resolve
-from labcore.speed import measured_speed, run_tokens_per_s, typical_tokens_per_s
+from labcore.engine.speed import measured_speed, run_tokens_per_s, typical_tokens_per_s
 
 
 def run(discipline: str, samples_per_s: float, tokens: float = 0.0, *, model: str = "minilm",
@@ -64,7 +64,7 @@ def test_the_estimate_follows_the_measured_speed():
 
 
 def test_runs_that_shared_the_machine_are_left_out_while_anything_better_is_known():
-    from labcore.speed import had_the_machine
+    from labcore.engine.speed import had_the_machine
 
     # A recipe's two workers (1 thread each) under load measured 300-600 tokens/s; alone, the machine gives more.
     beside = [run("dna-splice", 6.0, 62.0, threads=1), run("dna-splice", 8.0, 62.0, threads=1),
@@ -91,7 +91,7 @@ def test_runs_that_shared_the_machine_are_left_out_while_anything_better_is_know
 
 
 def test_the_typical_figure_follows_the_cpus_bf16(monkeypatch):
-    from labcore import speed
+    from labcore.engine import speed
     from labcore.spec import MINILM_TOKENS_PER_S, MINILM_TOKENS_PER_S_BF16
 
     monkeypatch.setattr(speed, "native_bf16", lambda device: False)
@@ -108,7 +108,7 @@ def cost_run(discipline: str, tokens: float, *, a: float = 1e-3, b: float = 3e-6
 
 
 def test_the_cost_per_token_is_a_line_in_the_length_fitted_on_runs_of_one_condition():
-    from labcore.speed import length_cost
+    from labcore.engine.speed import length_cost
 
     beside = [cost_run(d, n) for d, n in (("text", 27.0), ("dna", 62.0), ("music", 64.0), ("midi", 130.0),
                                           ("long", 488.0))]

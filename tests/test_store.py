@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from labcore.errors import LabError
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import make_spec
 from labcore.events import curves_from_events
 from labcore.jobs import new_job
-from labcore.resolve import resolve_spec
+from labcore.engine.resolve import resolve_spec
 from labcore.store import Store, StoreSettings, open_store, process_state
 
 REPO = Path(__file__).resolve().parent.parent
@@ -350,8 +350,8 @@ def test_the_store_side_never_imports_torch(tmp_path):
     # The pages import these modules; torch must stay in the worker process.
     code = f"""
 import sys
-from labcore.cli_worker import add_commands
-from labcore.executor import LocalExecutor
+from labcore.cli.worker import add_commands
+from labcore.execution.executor import LocalExecutor
 from labcore.spec import make_spec
 from labcore.store import Store
 store = Store({str(tmp_path / 'store')!r})

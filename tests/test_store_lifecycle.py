@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from labcore.cli import main as cli_main
+from labcore.cli.main import main as cli_main
 from labcore.errors import LabError
 from labcore.jobs import new_job
 from labcore.jobs.analyses import ModelRef, SimilaritySpec

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from labcore.executor import LocalExecutor
+from labcore.execution.executor import LocalExecutor
 from labcore.spec import make_spec
 from labcore.store import FINISHED, Store
 from labcore.store.errors import REPAIR_HINT, StoreDamaged

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from labcore.encode import Encoded, batch_order, subsample
-from labcore.train import TrainConfig, make_optimizer, steps_to_converge, train
+from labcore.data.encode import Encoded, batch_order, subsample
+from labcore.engine.train import TrainConfig, make_optimizer, steps_to_converge, train
 
 
 def _data(n=64, seed=0):
@@ -37,7 +37,7 @@ def _cfg(**changes):
 def _run(model, data, cfg, **kwargs):
     def evaluate():
         with torch.no_grad():
-            from labcore.encode import collate
+            from labcore.data.encode import collate
             batch = collate(data, np.arange(len(data)))
             logits = model(batch.inputs, batch.mask)
             return {"value": float((logits.argmax(-1) == batch.labels).float().mean()), "loss": 0.0}
@@ -138,8 +138,8 @@ def test_subsample_sizes():
 
 def test_budget_floors_fit_small_data():
     """Issue 13: 106 examples (85 to train) x 2 epochs were 12 steps with one evaluation."""
-    from labcore.encode import subsample
-    from labcore.run import budget_notes
+    from labcore.data.encode import subsample
+    from labcore.engine.run import budget_notes
 
     cfg = _cfg(batch_size=16, epochs=2.0, eval_every=40, min_steps=150, min_evals=8)
     assert cfg.total_steps(85) == 150 and round(cfg.epochs_run(85), 1) == 25.0

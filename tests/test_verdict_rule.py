@@ -115,7 +115,7 @@ def test_claims_carry_the_papers_numbers_and_lab_questions_stay_out_of_the_headl
 
 def _record(step, value: float):
     from labcore.recipes.drive import step_key
-    from labcore.record import RunRecord
+    from labcore.results.record import RunRecord
 
     return RunRecord(key=step_key(step), spec={}, status="done", test={"accuracy": value}, metric="accuracy",
                      wall_time_s=10.0, best_step=10, val_curve=[(10, value)])
@@ -160,7 +160,7 @@ def test_per_example_results_pack_compactly_and_pool_into_mcnemar():
     import numpy as np
     from scipy.stats import binomtest
 
-    from labcore.record import RunRecord, pack_correct, unpack_correct
+    from labcore.results.record import RunRecord, pack_correct, unpack_correct
     from labcore.recipes.pooled import pooled_mcnemar
 
     rng = np.random.default_rng(0)
@@ -186,7 +186,7 @@ def test_every_arm_gets_the_same_grid_and_runs_at_the_rate_its_validation_chose(
     from labcore.recipes import RECIPES
     from labcore.recipes.drive import plan_for, plan_of, results_of
     from labcore.recipes.tuning import GRID_PART, TUNE_SEED
-    from labcore.record import RunRecord
+    from labcore.results.record import RunRecord
 
     recipe = RECIPES["kao"]
     rates = recipe.lr_grids["standard"]

@@ -19,7 +19,7 @@ from typing import Callable
 
 import pytest
 
-from labcore.executor import LocalExecutor
+from labcore.execution.executor import LocalExecutor
 from labcore.spec import make_spec
 from labcore.events import curves_from_events
 from labcore.jobs import new_job
@@ -266,7 +266,7 @@ def test_the_app_starts_one_worker_and_the_cli_stops_it(store, tiny_model):
     finally:
         if process_state(started[0]) == "alive":
             os.killpg(started[0], signal.SIGKILL)
-        from labcore.pool import reap_children
+        from labcore.execution.pool import reap_children
 
         def reaped() -> bool:
             reap_children()  # the executor started it from this process: collect its exit status
@@ -279,8 +279,8 @@ def test_a_heartbeat_about_the_claim_that_just_ended_leaves_the_next_one_running
     # The heartbeat thread reads the current claim, the main thread ends that job and starts the next, then
     # the beat's refused heartbeat (the first job is done) arrives: it must not mark the next job lost. It did:
     # the next run stopped after its first step and was reaped dead with its worker alive.
-    from labcore.attempt import EventSink
-    from labcore.worker import Worker
+    from labcore.execution.attempt import EventSink
+    from labcore.execution.worker import Worker
 
     worker = Worker(store)
     submit(store, tiny_spec(tiny_model, 0, max_steps=2))

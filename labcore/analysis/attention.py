@@ -33,7 +33,7 @@ import numpy as np
 from labcore.errors import LabError
 
 if TYPE_CHECKING:
-    from labcore.run import Prepared
+    from labcore.engine.run import Prepared
     from labcore.store import JobRecord
 
 FORMAT = 1
@@ -217,9 +217,9 @@ def _tokens(prepared: "Prepared", split: str, index: int, inputs: np.ndarray) ->
 
 
 def load_finetuned(record: "JobRecord", run_dir: Path, *, attn_implementation: str = "eager") -> "Prepared":
-    """A finished run's model as it ended (see :func:`labcore.run.load_trained`), with a clear error when
+    """A finished run's model as it ended (see :func:`labcore.engine.run.load_trained`), with a clear error when
     its weights are not there."""
-    from labcore.run import BEST_WEIGHTS, load_trained
+    from labcore.engine.run import BEST_WEIGHTS, load_trained
     from labcore.spec import make_spec
 
     weights = run_dir / BEST_WEIGHTS
@@ -235,7 +235,7 @@ def compute_attention(record: "JobRecord", run_dir: Path, split: str = "test", i
     Needs the run's ``best.safetensors`` (written when a run ends: done, diverged or cancelled). Raises
     :class:`LabError` naming the fix otherwise.
     """
-    from labcore.run import Prepared
+    from labcore.engine.run import Prepared
     from labcore.spec import make_spec
 
     if split not in SPLITS:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 import pandas as pd
 
 from labcore.errors import LabError
-from labcore.metrics import aggregate
-from labcore.record import RunRecord
+from labcore.results.metrics import aggregate
+from labcore.results.record import RunRecord
 from labcore.spec import RunSpec
 
 if TYPE_CHECKING:

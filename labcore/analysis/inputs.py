@@ -16,13 +16,13 @@ from labcore.errors import LabError
 
 def prepare(ref: dict[str, Any], discipline: str, discipline_params: dict[str, Any], *, max_length: int = 0,
             run_input: Any = None, attn_implementation: str = "sdpa"):
-    """A :class:`labcore.run.Prepared` for ``ref`` (``{"model", "init", "seed", "mapping", "run"}``).
+    """A :class:`labcore.engine.run.Prepared` for ``ref`` (``{"model", "init", "seed", "mapping", "run"}``).
 
     With ``ref["run"]`` set, ``run_input`` is that finished run's :class:`labcore.jobs.JobInput`: its
-    model comes back as it ended (:func:`labcore.run.load_trained`), on its own discipline, which must be
+    model comes back as it ended (:func:`labcore.engine.run.load_trained`), on its own discipline, which must be
     the analysis's. Otherwise the backbone is prepared as a ``full`` run of it would start.
     """
-    from labcore.run import BEST_WEIGHTS, Prepared, load_trained
+    from labcore.engine.run import BEST_WEIGHTS, Prepared, load_trained
     from labcore.spec import make_spec
 
     if ref.get("run"):
@@ -48,7 +48,7 @@ def backbone_parameters(ref: dict[str, Any], discipline: str, discipline_params:
     prepared in full, as :func:`prepare` does.
     """
     from labcore.models import load_backbone
-    from labcore.resolve import resolve_spec
+    from labcore.engine.resolve import resolve_spec
 
     if ref.get("run"):
         prepared = prepare(ref, discipline, discipline_params, max_length=max_length, run_input=run_input)
@@ -78,8 +78,8 @@ def pick(n_available: int, n: int, seed: int) -> np.ndarray:
 
 
 def batch(prepared, split: str, index: np.ndarray, device: str = "cpu"):
-    """Examples ``index`` of ``split`` as one padded :class:`labcore.encode.Batch`."""
-    from labcore.encode import collate
+    """Examples ``index`` of ``split`` as one padded :class:`labcore.data.encode.Batch`."""
+    from labcore.data.encode import collate
 
     data = prepared.splits[split]
     return collate(data, index, device)

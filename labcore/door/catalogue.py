@@ -8,8 +8,8 @@ import typing
 from typing import Any
 
 from labcore import spec as spec_lib
-from labcore import speed
-from labcore.device import budget_device
+from labcore.engine import speed
+from labcore.machine.device import budget_device
 from labcore.models import BACKBONES, INITS, known_layers, known_positions, made_here_names, model_folder, read_card
 from labcore.protocols import PROTOCOLS  # registers every protocol; loads no torch
 

@@ -3,7 +3,7 @@ why transfer works and their layer curves, the transfer atlas, and pretraining a
 
 from __future__ import annotations
 
-from labcore import atlas
+from labcore.recipes import atlas
 from labcore.analysis import attention as attn
 from labcore.analysis.curves import CURVES, curve_figure, curve_specs, curve_table
 from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, ModelRef

@@ -3,8 +3,8 @@ real jobs, its driver, its verdicts and its exports)."""
 
 from __future__ import annotations
 
-from labcore import demos
-from labcore.demos import PAPERS
+from labcore.recipes import demos
+from labcore.recipes.demos import PAPERS
 from labcore.recipes import BUDGETS, RECIPES
 from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
 from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words

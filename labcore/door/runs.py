@@ -9,8 +9,8 @@ from typing import Any, Iterable
 from labcore.classroom import SECRETS_TABLE, ClassroomLimits, PasscodeGuard
 from labcore.events import curves_from_events, stage_curves
 from labcore.jobs import key_of
-from labcore.record import RunRecord
-from labcore.resolve import resolve_spec
+from labcore.results.record import RunRecord
+from labcore.engine.resolve import resolve_spec
 from labcore.spec import RunSpec, make_spec, train_defaults
 from labcore.store import ACTIVE, FINISHED, STOPPED, JobRecord, Store, open_store
 from labcore.store.delete import delete, plan_delete
@@ -26,7 +26,7 @@ __all__ = ["ACTIVE", "COMMAND_LINE", "FINISHED", "SECRETS_TABLE", "STOPPED", "Cl
 def executor_on(store: Store):
     """The process's shared executor, moved onto ``store`` where it is a local one on another store (tests move
     the cache between apps)."""
-    from labcore.executor import LocalExecutor, get_executor  # the pump and its settings load on first use
+    from labcore.execution.executor import LocalExecutor, get_executor  # the pump and its settings load on first use
 
     executor = get_executor()
     if isinstance(executor, LocalExecutor) and Path(executor.store.root) != Path(store.root):

@@ -3,8 +3,9 @@ how far a test set carries, and durations, ages and speeds in words."""
 
 from __future__ import annotations
 
-from labcore import figures, metrics
-from labcore.compare import alignment_table, varying
+from labcore import figures
+from labcore.results import metrics
+from labcore.results.compare import alignment_table, varying
 from labcore.fmt import fmt_age, fmt_duration, fmt_speed
 
 __all__ = ["alignment_table", "figures", "fmt_age", "fmt_duration", "fmt_speed", "metrics", "varying"]

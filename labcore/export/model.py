@@ -63,7 +63,7 @@ def refusal(spec: dict[str, Any]) -> str:
 
 
 def _check_exportable(job: JobRecord, workdir: Path) -> None:
-    from labcore.run import BEST_WEIGHTS
+    from labcore.engine.run import BEST_WEIGHTS
 
     what = f"run {job.key[:12]}"
     if job.kind != "run":
@@ -171,7 +171,7 @@ def raw_examples(prepared, split: str = "test") -> list[str]:
 
 def lab_logits(prepared, split: str = "test", limit: int | None = None) -> np.ndarray:
     """The lab model's logits on a split's encoded examples, in fp32 (the exported model's precision)."""
-    from labcore.evaluate import predict
+    from labcore.engine.evaluate import predict
 
     data = prepared.splits[split]
     if limit is not None:
@@ -252,7 +252,7 @@ Rerun it: `{spec.cli()}`
 
 def export_run(job: JobRecord, workdir: Path, folder: str | Path) -> Path:
     """Write the run of stored record ``job`` (its files in ``workdir``) to ``folder``; returns the folder."""
-    from labcore.run import load_trained
+    from labcore.engine.run import load_trained
     from labcore.spec import make_spec
 
     _check_exportable(job, workdir)

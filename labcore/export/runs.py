@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from labcore.errors import LabError
 from labcore.events import curves_from_events
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 
 
 def run_curves(store: Any, key: str) -> dict[str, list[tuple[int, float]]]:

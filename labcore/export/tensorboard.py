@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 from typing import Any, Sequence
 
-from labcore.compare import condition_fields, condition_label
+from labcore.results.compare import condition_fields, condition_label
 from labcore.errors import LabError
 from labcore.export.runs import run_curves
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 
 
 def tag(curve: str) -> str:

@@ -6,7 +6,7 @@ on plain data. The one home of Plotly in labcore.
 
 * :mod:`~labcore.figures.style`: the papers' colours, colour by role, the shared layout;
 * :mod:`~labcore.figures.curves`: training curves (a curve is a list of ``(step, value)`` pairs);
-* :mod:`~labcore.figures.conditions`: the Compare page's conditions (grouped by :mod:`labcore.compare`);
+* :mod:`~labcore.figures.conditions`: the Compare page's conditions (grouped by :mod:`labcore.results.compare`);
 * :mod:`~labcore.figures.data`, :mod:`~labcore.figures.attention`, :mod:`~labcore.figures.analysis`: the Data,
   Mapping, Pretrain, Attention and Analysis pages;
 * :mod:`~labcore.figures.recipes`, :mod:`~labcore.figures.atlas`: the recipes' reports and the atlas grid.
@@ -16,8 +16,8 @@ The names below are the ones pages, tests and other modules import from ``labcor
 
 from __future__ import annotations
 
-# Grouping and naming conditions is labcore.compare's; kept importable from here, where pages found it.
-from labcore.compare import condition_fields, condition_label, group_by_condition
+# Grouping and naming conditions is labcore.results.compare's; kept importable from here, where pages found it.
+from labcore.results.compare import condition_fields, condition_label, group_by_condition
 from labcore.figures.analysis import (analysis_figure, analysis_table, distributions, layer_lines, noise_lines,
                                       similarity_heatmap)
 from labcore.figures.attention import attention_compare, attention_grid, layer_distance_lines

@@ -1,5 +1,5 @@
 """The transfer atlas as a heat map: a cell per model and discipline, from cells the atlas has already
-worked out (:mod:`labcore.atlas` says what a cell's gain, seeds and words are; this only draws them)."""
+worked out (:mod:`labcore.recipes.atlas` says what a cell's gain, seeds and words are; this only draws them)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The Compare page's figures and tables: conditions (runs grouped by every spec field but the seed, see
-:mod:`labcore.compare`) as curves with std bands, bars with error bars, and the papers' table shapes."""
+:mod:`labcore.results.compare`) as curves with std bands, bars with error bars, and the papers' table shapes."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from labcore.compare import (REPEAT_FIELDS, by_condition, condition_fields, condition_label, condition_stats,
+from labcore.results.compare import (REPEAT_FIELDS, by_condition, condition_fields, condition_label, condition_stats,
                              group_by_condition)
 from labcore.figures.curves import mean_std_curves
 from labcore.figures.style import BASELINE, distinct_roles, layout, role_colors, role_of
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 
 
 def condition_curves(records: Sequence[RunRecord], *, smoothing: float = 0.6) -> go.Figure:
@@ -38,7 +38,7 @@ SUMMARY_COLUMNS = ["condition", "role", "discipline", "metric", "n", "not_done",
 def summary_table(records: Iterable[RunRecord], fields: Sequence[str] | None = None) -> pd.DataFrame:
     """One row per condition and discipline: n, mean ± std and the 95 % t-interval of the test metric.
 
-    The statistics are :func:`labcore.compare.condition_stats`', as in the CLI's sweep table (NaN where
+    The statistics are :func:`labcore.results.compare.condition_stats`', as in the CLI's sweep table (NaN where
     none finished). ``fields`` overrides which spec fields name a condition (default: those that vary,
     discipline apart).
     """

@@ -47,6 +47,21 @@ class ModelRef:
         return f"{self.model}/{self.init}" + (f" seed {self.seed}" if self.init != "pretrained" else "")
 
 
+def parse_model(text: str) -> ModelRef:
+    """``NAME[@INIT[@SEED[@MAPPING]]]`` or ``run=KEY``."""
+    if text.startswith("run="):
+        return ModelRef(run=text[len("run="):])
+    name, *rest = text.split("@")
+    if len(rest) > 3 or not name:
+        raise LabError(f"--model {text!r}: give NAME, NAME@INIT, NAME@INIT@SEED, NAME@INIT@SEED@MAPPING or run=KEY")
+    try:
+        seed = int(rest[1]) if len(rest) >= 2 else 0
+    except ValueError:
+        raise LabError(f"--model {text!r}: the seed after the second @ must be a whole number") from None
+    return ModelRef(model=name, init=rest[0] if rest else "pretrained", seed=seed,
+                    mapping=rest[2] if len(rest) == 3 else "auto")
+
+
 @dataclass(frozen=True)
 class AnalysisSpec:
     """What every analysis has: the models, and the examples they are compared on."""
@@ -129,7 +144,7 @@ def _decoder(spec_type: type):
 def _resolver(count: int | None, min_examples: int = 2):
     def resolve(spec: AnalysisSpec) -> AnalysisSpec:
         from labcore.analysis.attention import SPLITS
-        from labcore.resolve import resolve_spec
+        from labcore.engine.resolve import resolve_spec
         from labcore.spec import INITS, make_spec
 
         models = tuple(m if isinstance(m, ModelRef) else ModelRef(**m) for m in spec.models)
@@ -316,7 +331,7 @@ def jacobian(spec: JacobianSpec, ctx: JobContext) -> Iterator[Event]:
 def gradients(spec: GradientsSpec, ctx: JobContext) -> Iterator[Event]:
     from labcore.analysis.gradients import flatten_grads, gradient_cosines, per_example_grads
     from labcore.analysis.inputs import Packed, batch
-    from labcore.train import loss_fn
+    from labcore.engine.train import loss_fn
 
     out = {}
     for ref, prepared in _loaded(spec, ctx, attn="eager"):

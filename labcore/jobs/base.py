@@ -1,7 +1,7 @@
 """What a job kind is: a frozen spec dataclass, how to resolve and key it, and its handler.
 
 A handler is a generator ``handler(spec, ctx)`` of JSON-able events (the dicts of :mod:`labcore.events`)
-whose last is a ``result`` with a ``status`` and a ``record``, like :func:`labcore.run.iter_run`'s. It
+whose last is a ``result`` with a ``status`` and a ``record``, like :func:`labcore.engine.run.iter_run`'s. It
 runs in a worker (local or on a cluster), so it may import torch inside its body; the module that
 registers the kind must not, because the pages and the executor import it to resolve and key specs.
 """

@@ -12,7 +12,7 @@ from labcore import protocols
 from labcore.events import LogEvent
 from labcore.jobs.base import Event, JobContext, Resources
 from labcore.paths import env_number
-from labcore.resolve import resolve_spec
+from labcore.engine.resolve import resolve_spec
 from labcore.spec import RunSpec, make_spec
 
 
@@ -20,7 +20,7 @@ def resolve_run(spec: RunSpec) -> RunSpec:
     """The resolved spec, its protocol and protocol parameters checked against the protocol registry.
 
     Torch-free, so an unknown protocol (or parameter) is refused when a run is submitted or started, not
-    after its data and model have loaded. The check lives here rather than in :mod:`labcore.resolve`,
+    after its data and model have loaded. The check lives here rather than in :mod:`labcore.engine.resolve`,
     which sits beside the protocols in the layers and may not import them.
     """
     resolved = resolve_spec(spec)
@@ -34,7 +34,7 @@ def body_source(spec: RunSpec) -> tuple[str, ...]:
 
 
 def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
-    from labcore.run import iter_run
+    from labcore.engine.run import iter_run
 
     for key in body_source(spec):
         from labcore.pretrain.bodies import ensure_run_body
@@ -55,7 +55,7 @@ def run_resources(spec: RunSpec) -> Resources:
 
 
 def _warm_up() -> None:
-    from labcore.run import warm_up
+    from labcore.engine.run import warm_up
 
     warm_up()
 

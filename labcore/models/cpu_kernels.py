@@ -108,7 +108,7 @@ _register()
 def kernels_for(backbone: nn.Module, device: str) -> list[str]:
     """The training kernels that suit ``device``: on a CPU :func:`use_cpu_kernels`; on CUDA the backbone keeps
     SDPA (flash / memory-efficient kernels) and torch's dropout, which are fused there. Notes for the record."""
-    from labcore.device import kind
+    from labcore.machine.device import kind
 
     return use_cpu_kernels(backbone) if kind(device) == "cpu" else []
 

@@ -281,7 +281,7 @@ class LabModel(nn.Module):
 
     def check_ids(self, splits) -> None:
         """Refuse, with the adapters' own error, data whose indices the input table has no row for: every
-        example of ``splits`` (labcore.encode.Encoded), read on the host once."""
+        example of ``splits`` (labcore.data.encode.Encoded), read on the host once."""
         check = getattr(self.adapter, "check_largest", None)
         if check is None:  # vectors, not indices
             return

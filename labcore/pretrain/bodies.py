@@ -41,7 +41,7 @@ def trained_base(record: "JobRecord", workdir: Path) -> tuple[Any, Any, Any]:
 
     from labcore.models import load_backbone
     from labcore.models.lab_model import VocabAdapter
-    from labcore.run import load_trained
+    from labcore.engine.run import load_trained
     from labcore.spec import make_spec
 
     spec = make_spec(**record.spec)

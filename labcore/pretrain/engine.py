@@ -1,4 +1,4 @@
-"""Pretraining as a generator of events, on the lab's training loop (:func:`labcore.train.train`).
+"""Pretraining as a generator of events, on the lab's training loop (:func:`labcore.engine.train.train`).
 
 The loop brings what a training run has: AdamW with warm-up and linear decay, bf16 autocast where the
 hardware has it, resume checkpoints (weights, optimizer, schedule, RNG) through ``commit_file``, stop
@@ -23,16 +23,16 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import torch
 
-from labcore import cores
-from labcore.encode import Encoded, iterate
+from labcore.machine import cores
+from labcore.data.encode import Encoded, iterate
 from labcore.events import EVAL, STEP, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent, StepEvent
 from labcore.pretrain import corpora
 from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
                                   substitute_rows, train_embeddings_only)
 from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
-from labcore import device as devices
-from labcore.device import autocast, resolve_precision
-from labcore.train import TrainConfig, summarize_losses, train
+from labcore.machine import device as devices
+from labcore.machine.device import autocast, resolve_precision
+from labcore.engine.train import TrainConfig, summarize_losses, train
 
 CommitFn = Callable[[Path, Path], None]
 StopFn = Callable[[], "str | None"]
@@ -108,10 +108,10 @@ class MlmObjective:
 
 
 def counted_flops_per_token(objective: MlmObjective, data: Encoded, device: str) -> float:
-    """Training FLOPs a real token as the MLM step computes them (labcore.flops, on the data's own examples,
+    """Training FLOPs a real token as the MLM step computes them (labcore.engine.flops, on the data's own examples,
     unpadded), as a fine-tuning run's record counts them; :func:`useful_flops_per_token`, the analytic
     count, read about 6 % high. The masked-accuracy tally the counting forwards add is cleared after."""
-    from labcore import flops as counting
+    from labcore.engine import flops as counting
 
     try:
         return counting.flops_per_token(objective.model, objective.forward, data, device)

@@ -4,7 +4,7 @@
 (the mapped pretrained rows for tokens, the new linear layer for vectors), with the body's position
 embeddings and embedding norm -- trains alone to bring the distribution of the embedded target data close
 to that of a source text data set embedded by the body's own embedding layer. The distance is the
-optimal-transport dataset distance (:mod:`labcore.otdd`) between mean-pooled embedder outputs and their
+optimal-transport dataset distance (:mod:`labcore.protocols.otdd`) between mean-pooled embedder outputs and their
 labels. **Refine**: every parameter fine-tunes on the task, exactly as the ``full`` protocol does; with
 ``align_steps=0`` the run *is* full fine-tuning (the ablation of García-de-Herreros et al. 2024).
 
@@ -12,7 +12,7 @@ What the lab's alignment approximates, said in every run's notes: each example i
 embedder outputs over its real positions (ORCA pools the same way to compare sequences of any length);
 OTDD is estimated on samples of ``examples`` target and source examples (a fresh target sample every step,
 one fixed source sample, and a fixed target sample to measure before and after), with entropic
-regularisation and Gaussian class fits (see :mod:`labcore.otdd`); the embedder runs without dropout while it
+regularisation and Gaussian class fits (see :mod:`labcore.protocols.otdd`); the embedder runs without dropout while it
 aligns; ORCA trained its embedder for many epochs, here it takes ``align_steps`` Adam steps.
 """
 
@@ -102,7 +102,7 @@ def _source_sample(run: StageInput, params: AlignRefineParams, rng) -> tuple[tor
     import torch
 
     from labcore import data as data_registry
-    from labcore.encode import TEXT_MAX_LENGTH, Encoded, collate
+    from labcore.data.encode import TEXT_MAX_LENGTH, Encoded, collate
     from labcore.models import load_backbone, structure
 
     spec = run.spec
@@ -133,8 +133,8 @@ def _align(run: StageInput, params: AlignRefineParams) -> Generator[dict[str, An
     import numpy as np
     import torch
 
-    from labcore import otdd
-    from labcore.encode import collate
+    from labcore.protocols import otdd
+    from labcore.data.encode import collate
     from labcore.models import derive_seed
 
     started = time.perf_counter()

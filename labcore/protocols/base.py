@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from torch import nn
 
     from labcore.data import DisciplineInfo
-    from labcore.encode import Encoded
+    from labcore.data.encode import Encoded
     from labcore.models import LabModel, Structure
     from labcore.spec import RunSpec
 

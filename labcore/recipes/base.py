@@ -121,7 +121,7 @@ def settle_claims(report: Any) -> Any:
 class Recipe:
     name: str
     title: str
-    paper: str  # key of labcore.demos.PAPERS
+    paper: str  # key of labcore.recipes.demos.PAPERS
     claims: tuple[Claim, ...]
     # (budget, seeds, adjust) -> plan. The planner passes every spec it builds through ``adjust`` before any
     # other spec refers to it (a ``run:`` body, a ``lab:`` name), so a test can shrink a whole plan.

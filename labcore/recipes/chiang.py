@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from labcore.demos import PAPERS
+from labcore.recipes.demos import PAPERS
 from labcore.pretrain.spec import PretrainSpec, resolve_pretrain
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, majority_floors,

@@ -28,7 +28,7 @@ from labcore.recipes.base import Plan, Recipe, Step
 from labcore.recipes.keys import mentions, step_key
 from labcore.recipes.report import step_in, wall_seconds
 from labcore.recipes.verdict import LOOKS, OPEN
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.store import ACTIVE, TERMINAL, JobRecord, QueueCapReached
 
 ADJUST_VARIABLE = "TRANSFERLAB_RECIPE_ADJUST"

@@ -28,14 +28,14 @@ from typing import Any, Callable, Mapping
 import pandas as pd
 
 from labcore import data as disciplines
-from labcore.demos import PAPERS
+from labcore.recipes.demos import PAPERS
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.drive import step_key
 from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, judged,
                                     loss_curve_figure, majority_floors, new_report, run_value, task_floor,
                                     values_by_seed)
 from labcore.recipes.verdict import ClaimTest
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import make_spec
 
 TASKS = ("bits-xor", "bits-memory", "listops", "image-mnist")
@@ -48,7 +48,7 @@ ABLATION = (("output only", dict(input=False, positions=False, layernorm=False))
             ("+ input", dict(input=True, positions=False, layernorm=True)))
 ABLATION_COLUMNS = tuple(name for name, _ in ABLATION) + ("+ positions",)
 BODY_TASK = "bits-memory"
-# The frozen-protocol settings of the bits demo (labcore.demos): mean pooling reads every position out;
+# The frozen-protocol settings of the bits demo (labcore.recipes.demos): mean pooling reads every position out;
 # a huge epoch count leaves the run's length to max_steps.
 FROZEN = dict(protocol="frozen", pooling="mean", lr=1e-3, batch_size=32, epochs=1000.0)
 

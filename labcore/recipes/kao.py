@@ -17,13 +17,13 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from labcore.demos import PAPERS
+from labcore.recipes.demos import PAPERS
 from labcore.jobs.analyses import ModelRef, SimilaritySpec
 from labcore.recipes.base import QUICK_CONVERGENCE, Claim, Convergence, Plan, Recipe, Step
 from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, loss_curve_figure,
                                     majority_floors, new_report, run_value, values_by_seed)
 from labcore.recipes.verdict import ClaimTest
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import make_spec
 
 DISCIPLINES = ("dna-splice", "protein-malonylation", "music-composer")

@@ -19,11 +19,11 @@ from typing import Any, Callable, Mapping
 
 import pandas as pd
 
-from labcore.demos import PAPERS
+from labcore.recipes.demos import PAPERS
 from labcore.recipes.base import Claim, Convergence, Plan, Recipe, Step
 from labcore.recipes.report import Report, condition_bars, grid_table, judge, judged, majority_floors, new_report
 from labcore.recipes.verdict import EQUIVALENCE, ClaimTest
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import make_spec
 
 DISCIPLINES = ("dna-splice", "bits-xor", "image-mnist")
@@ -276,8 +276,8 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
                      "runs (no, short, long alignment); a discipline whose scores or distances do not vary is left "
                      "out. Three runs give ρ in steps of 0.5: read it with the scatter.")
     out.notes.append("OTDD here: mean-pooled embedder outputs, Gaussian class fits, debiased entropic OT on samples "
-                     "(labcore.otdd); bits-xor's classes are its distinct target bit patterns. The papers' own "
-                     "numbers are on NAS-Bench-360 and PDEBench tasks, none of which this recipe reproduces, so "
+                     "(labcore.protocols.otdd); bits-xor's classes are its distinct target bit patterns. The "
+                     "papers' own numbers are on NAS-Bench-360 and PDEBench tasks, none of which this recipe reproduces, so "
                      "none are set beside ours.")
     return out
 

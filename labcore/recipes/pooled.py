@@ -1,7 +1,7 @@
 """A pooled per-example test of two conditions: the report's secondary figure beside the seed-level verdict.
 
 Both conditions of a claim are tested on the same test examples (the split does not change with the run's
-seed), so their records' per-example right/wrong (:attr:`labcore.record.RunRecord.test_correct`) can be pooled
+seed), so their records' per-example right/wrong (:attr:`labcore.results.record.RunRecord.test_correct`) can be pooled
 over the paired seeds into one McNemar test: the examples one condition got right and the other wrong, and the
 reverse. It has far more power than the seed-level rule and answers a narrower question: it ignores the
 variance between seeds (a new data order, mapping or head), so it never decides a claim; the report shows it,
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from labcore.record import RunRecord, unpack_correct
+from labcore.results.record import RunRecord, unpack_correct
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,11 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import pandas as pd
 
-from labcore.metrics import aggregate
+from labcore.results.metrics import aggregate
 from labcore.recipes import tuning
 from labcore.recipes.base import Claim, Plan, Step
 from labcore.recipes.verdict import EQUIVALENCE, ClaimTest, Verdict, measure
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 
 Results = Mapping[Step, Any]  # a RunRecord for a finished run, a result dict for other kinds, None: not done
 

@@ -28,8 +28,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from labcore.demos import PAPERS
-from labcore.metrics import aggregate
+from labcore.recipes.demos import PAPERS
+from labcore.results.metrics import aggregate
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.report import Report, cell, grid_table, judge, judged, majority_floors, new_report, values_by_seed
 from labcore.recipes.verdict import ClaimTest

@@ -23,7 +23,7 @@ import pandas as pd
 
 from labcore.recipes.base import Plan, Step
 from labcore.recipes.keys import mentions
-from labcore.record import RunRecord
+from labcore.results.record import RunRecord
 from labcore.spec import RunSpec
 
 TUNE_SEED = 1000  # the tuning runs' seed: apart from the verdicts' seeds (0, 1, 2, ...)

@@ -44,7 +44,7 @@ from labcore.store.table import JobTable
 from labcore.store.workers import WorkerRegistry
 
 if TYPE_CHECKING:
-    from labcore.record import RunRecord
+    from labcore.results.record import RunRecord
 
 __all__ = ["Claim", "JobRecord", "JobStatus", "NewJob", "QueueCapReached", "RunStatus", "Store", "Submission",
            "Withdrawal", "open_store"]
@@ -230,7 +230,7 @@ class Store(Requests, Attempts):
     @staticmethod
     def result_in(record: JobRecord | None) -> "RunRecord | None":
         """The result of a job record already read (a page that listed the runs reads none twice)."""
-        from labcore.record import RunRecord
+        from labcore.results.record import RunRecord
 
         if record is None or not record.result or record.active:
             return None

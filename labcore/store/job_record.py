@@ -35,7 +35,7 @@ class JobRecord:
     started_at: float | None = None
     finished_at: float | None = None
     error: str = ""
-    result: dict[str, Any] | None = None  # the engine's result (labcore.record.RunRecord as a dict)
+    result: dict[str, Any] | None = None  # the engine's result (labcore.results.record.RunRecord as a dict)
     groups: list[str] = field(default_factory=list)  # sweeps, demos and recipes it belongs to
     resources: dict[str, float] = field(default_factory=dict)  # what a cluster node must offer
     started_by: str = ""  # "" : the command line

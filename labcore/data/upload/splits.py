@@ -167,6 +167,6 @@ def check_folds(up: UploadInfo, folds: Any, fold: Any) -> None:
 
 def fold_specs(spec: Any, folds: int) -> list[Any]:
     """One spec per fold of a ``folds``-fold cross-validation of ``spec`` (a RunSpec on an upload): the
-    runs of one condition, which Compare counts as its repeats (see :data:`labcore.compare.REPEAT_FIELDS`)."""
+    runs of one condition, which Compare counts as its repeats (see :data:`labcore.results.compare.REPEAT_FIELDS`)."""
     own = dict(spec.discipline_params)
     return [spec.replace(discipline_params={**own, "folds": folds, "fold": fold}) for fold in range(folds)]
