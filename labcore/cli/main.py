@@ -19,7 +19,7 @@ from labcore.cli import tune as cli_tune
 from labcore.cli import worker as cli_worker
 from labcore.cli.args import add_spec_arguments, key_values, listed, spec_from_args, specs_from_sweep_args
 from labcore.errors import LabError
-from labcore.events import LOG, RESULT, STEP, describe
+from labcore.events import LOG, RESULT, STEP, ResultEvent, describe
 
 # ------------------------------------------------------------------------------------------ commands
 
@@ -186,14 +186,16 @@ def cmd_pretrain(args: argparse.Namespace) -> int:
     from labcore import jobs
     from labcore.pretrain.engine import iter_pretrain
 
-    record: dict[str, Any] = {}
+    result: ResultEvent | None = None
     for event in iter_pretrain(spec, key=jobs.key_of(spec)):
         _print_event(event)
         if event["type"] == RESULT:
-            record = {**event["record"], "status": event["status"]}
-    if record.get("status") != "done":
-        print(f"{record.get('status')}: {record.get('error') or 'no model written'}")
+            result = ResultEvent.from_dict(event)
+    if result is None or result.status != "done":
+        error = result.record.get("error") if result else None
+        print(f"{result.status if result else 'stopped'}: {error or 'no model written'}")
         return 1
+    record = result.record
     print(f"done: {record['name']} ({record['folder']}): final MLM loss {record['final_loss']:.3f}, held-out "
           f"masked accuracy {record['eval_accuracy']:.3f} (unigram baseline "
           f"{record['unigram_baseline_accuracy']:.3f}), {record['tokens_per_s']:,.0f} tokens/s, "

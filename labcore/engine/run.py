@@ -20,11 +20,11 @@ import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Generator, Iterator
 
 from labcore.machine import cores
 from labcore.machine import device as devices
-from labcore.events import EVAL, RESULT, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent
+from labcore.events import EVAL, RESULT, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent, TrainEndEvent
 from labcore.engine.evaluate import correct_examples, counted_labels, evaluate_logits, predict, predict_head, test_size
 from labcore.engine.prepared import (  # noqa: F401  (BEST_WEIGHTS, load_trained: re-exported for callers)
     BEST_WEIGHTS, CommitFn, Prepared, load_trained, save_trained, write_text_file)
@@ -234,8 +234,8 @@ def _features_target(fit: _Fit) -> None:
 
 
 def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool,
-           commit_file: CommitFn) -> Iterator[dict[str, Any]]:
-    """The training loop's events (evaluations tagged with the metric); returns its ``train_end`` event."""
+           commit_file: CommitFn) -> Generator[dict[str, Any], None, TrainEnd]:
+    """The training loop's events (evaluations tagged with the metric); returns how it ended."""
     from labcore.engine.train import train
 
     info, splits = fit.prepared.info, fit.prepared.splits
@@ -260,26 +260,38 @@ def _train(fit: _Fit, *, workdir: Path | None, should_stop: StopFn, resume: bool
             return _log(f"step {step:,}: now {count} CPU thread{'s' if count > 1 else ''} (other processes kept "
                         f"{busy:.1f} cores busy in the last {governor.interval_s:.0f} s)")
 
-    end: dict[str, Any] = {}
+    end: TrainEndEvent | None = None
     machine_before = cores.sample()  # what other processes do while it trains qualifies its speed
     for event in train(fit.trained_module, fit.forward, fit.train_data, fit.cfg, evaluate=evaluate,
                        workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file,
                        between_steps=between_steps):
-        if event["type"] == TRAIN_END:
-            end = event
+        kind = event["type"]
+        if kind == TRAIN_END:
+            end = TrainEndEvent.from_dict(event)
         else:
-            if event["type"] == EVAL:
+            if kind == EVAL:
                 event = replace(EvalEvent.from_dict(event), metric=info.metric).to_dict()
             yield event
+    assert end is not None, "the training loop always ends with a train_end event"
     machine_after = cores.sample()
+    busy = -1.0  # unknown where /proc cannot be read
     if machine_before is not None and machine_after is not None:
-        end["busy_cores"] = round(cores.busy_elsewhere(machine_before, machine_after), 3)
-    return end
+        busy = round(cores.busy_elsewhere(machine_before, machine_after), 3)
+    return TrainEnd(end, busy)
 
 
-def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path | None,
+@dataclass(frozen=True)
+class TrainEnd:
+    """How training ended (the loop's last event) and how many cores other processes kept busy meanwhile."""
+
+    event: TrainEndEvent
+    busy_cores: float
+
+
+def _record(fit: _Fit, resolved: RunSpec, ended: TrainEnd, *, workdir: Path | None,
             started: float, commit_file: CommitFn) -> RunRecord:
     """Measure the best checkpoint on validation and test, save it, and write the run's record."""
+    end = ended.event
     from labcore.results import metrics
     from labcore.engine.train import steps_to_converge, summarize_losses
 
@@ -300,23 +312,23 @@ def _record(fit: _Fit, resolved: RunSpec, end: dict[str, Any], *, workdir: Path 
             write_text_file(workdir / "mapping.json", prepared.mapping.to_json(), commit_file)
     train_tokens = float(splits["train"].lengths().mean()) if len(splits["train"]) else 0.0
     return RunRecord(
-        key=resolved.key, spec=resolved.to_dict(), status=end["status"], metric=info.metric,
-        validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end["best_step"],
-        steps_done=end["steps_done"], total_steps=end["total_steps"],
-        steps_to_converge=steps_to_converge(end["val_curve"]),
-        train_loss=[list(p) for p in summarize_losses(end["losses"])],
-        val_curve=[list(p) for p in end["val_curve"]], wall_time_s=time.perf_counter() - started,
-        samples_per_s=end["samples_per_s"], **_speed(fit, end, train_tokens),
+        key=resolved.key, spec=resolved.to_dict(), status=end.status, metric=info.metric,
+        validation=val_metrics, test=test_metrics, baseline=baseline, best_step=end.best_step,
+        steps_done=end.steps_done, total_steps=end.total_steps,
+        steps_to_converge=steps_to_converge(end.val_curve),
+        train_loss=[list(p) for p in summarize_losses(end.losses)],
+        val_curve=[list(p) for p in end.val_curve], wall_time_s=time.perf_counter() - started,
+        samples_per_s=end.samples_per_s, **_speed(fit, end, train_tokens),
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         train_tokens=train_tokens,
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
         notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
-        error=end.get("error", ""), threads=[list(t) for t in fit.threads], busy_cores=end.get("busy_cores", -1.0),
+        error=end.error or "", threads=[list(t) for t in fit.threads], busy_cores=ended.busy_cores,
         stage=fit.stage, test_correct=pack_correct(correct) if correct is not None else "",
         **test_size(splits["test"], info))
 
 
-def _speed(fit: _Fit, end: dict[str, Any], mean_tokens: float) -> dict[str, Any]:
+def _speed(fit: _Fit, end: TrainEndEvent, mean_tokens: float) -> dict[str, Any]:
     """The record's device and speed fields (:func:`labcore.machine.device.speed_fields`) and the loop's host reads.
 
     The FLOPs a token are counted on the eager model as it computes (:func:`labcore.engine.flops.flops_per_token`):
@@ -328,8 +340,8 @@ def _speed(fit: _Fit, end: dict[str, Any], mean_tokens: float) -> dict[str, Any]
     else:
         model = fit.prepared.model
         flops = counting.flops_per_token(model, lambda b: model(b.inputs, b.mask), fit.train_data, fit.device)
-    return {**devices.speed_fields(fit.device, fit.precision, end["samples_per_s"] * mean_tokens, flops),
-            "host_reads": end.get("host_reads", 0)}
+    return {**devices.speed_fields(fit.device, fit.precision, end.samples_per_s * mean_tokens, flops),
+            "host_reads": end.host_reads}
 
 
 def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
@@ -355,9 +367,9 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
                      params_total=fit.params_total, params_trainable=fit.params_trainable, device=device,
                      device_name=devices.describe(device),
                      precision=fit.precision, train_examples=len(fit.train_data)).to_dict()
-    end = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file)
-    record = _record(fit, resolved, end, workdir=workdir, started=started, commit_file=commit_file)
-    yield ResultEvent(record=record.to_dict()).to_dict()
+    ended = yield from _train(fit, workdir=workdir, should_stop=should_stop, resume=resume, commit_file=commit_file)
+    record = _record(fit, resolved, ended, workdir=workdir, started=started, commit_file=commit_file)
+    yield ResultEvent(status=record.status, record=record.to_dict()).to_dict()
 
 
 def warm_up() -> None:
@@ -377,6 +389,6 @@ def run(spec: RunSpec, **kwargs: Any) -> RunRecord:
     record = None
     for event in iter_run(spec, **kwargs):
         if event["type"] == RESULT:
-            record = RunRecord.from_dict(event["record"])
+            record = RunRecord.from_dict(ResultEvent.from_dict(event).record)
     assert record is not None
     return record

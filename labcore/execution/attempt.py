@@ -23,7 +23,7 @@ from typing import Any, Iterator, Protocol
 
 from labcore import jobs
 from labcore.errors import LabError
-from labcore.events import FREQUENT, RESULT, START, STEP, LogEvent, OutcomeEvent
+from labcore.events import FREQUENT, RESULT, START, STEP, LogEvent, OutcomeEvent, ResultEvent
 from labcore.jobs import JobContext
 from labcore.store import Fenced, Store, StoreSettings, health
 
@@ -223,8 +223,8 @@ def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_
         events = kind.handler(kind.from_dict(spec), ctx)
         for event in events:
             if event.get("type") == RESULT:
-                result = event.get("record") or {}
-                outcome = Outcome(event.get("status") or result.get("status", "done"), result=result)
+                done = ResultEvent.from_dict(event)
+                outcome = Outcome(done.status or "done", result=done.record or {})
                 continue
             yield event
             reason = None if kind.stops_itself else ctx.should_stop()

@@ -25,7 +25,7 @@ import torch
 
 from labcore.machine import cores
 from labcore.data.encode import Encoded, iterate
-from labcore.events import EVAL, STEP, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent, StepEvent
+from labcore.events import EVAL, STEP, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent, StepEvent, TrainEndEvent
 from labcore.pretrain import corpora
 from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
                                   substitute_rows, train_embeddings_only)
@@ -144,24 +144,24 @@ def unigram_baseline(data: Encoded) -> float:
     return float(np.bincount(ids).max() / len(ids))
 
 
-def pretrain_record(spec: PretrainSpec, key: str, end: dict[str, Any], last: dict[str, Any],
+def pretrain_record(spec: PretrainSpec, key: str, end: TrainEndEvent, last: EvalEvent | None,
                     objective: MlmObjective, data: Encoded, held_out: Encoded, *, wall_s: float) -> dict[str, Any]:
     """A pretraining's record from the loop's train_end event and its last evaluation; ``wall_s``: this
     attempt's seconds."""
     cfg, device = objective.cfg, objective.cfg.device
     mean_tokens = float(data.lengths().sum()) / len(data)
-    losses = end.get("losses", [])
+    losses = end.losses
     return {
         "name": f"lab:{spec.name}", "corpus": spec.corpus, "size": spec.size, "start": spec.start,
-        "train": spec.train, "steps": end["steps_done"],
-        "total_steps": end["total_steps"], "tokens_seen": int(end["steps_done"] * spec.batch_size * mean_tokens),
-        "final_loss": losses[-1][1] if losses else None, "eval_loss": last.get("loss"),
-        "eval_accuracy": last.get("value"), "best_step": end["best_step"],
+        "train": spec.train, "steps": end.steps_done,
+        "total_steps": end.total_steps, "tokens_seen": int(end.steps_done * spec.batch_size * mean_tokens),
+        "final_loss": losses[-1][1] if losses else None, "eval_loss": last.loss if last else None,
+        "eval_accuracy": last.value if last else None, "best_step": end.best_step,
         "unigram_baseline_accuracy": unigram_baseline(held_out), "wall_s": wall_s,
         "precision": cfg.precision, "device": device, "threads": torch.get_num_threads(),
-        **devices.speed_fields(device, cfg.precision, end["samples_per_s"] * mean_tokens,
+        **devices.speed_fields(device, cfg.precision, end.samples_per_s * mean_tokens,
                                counted_flops_per_token(objective, data, device)),
-        "losses": summarize_losses(losses), "eval_curve": end.get("val_curve", []),  # every attempt's
+        "losses": summarize_losses(losses), "eval_curve": end.val_curve,  # every attempt's
         "spec": spec.__dict__, "key": key}
 
 
@@ -211,25 +211,26 @@ def iter_pretrain(spec: PretrainSpec, *, key: str = "", workdir: Path | None = N
                      params_trainable=n_trained, device=device, precision=cfg.precision).to_dict()
     objective = MlmObjective(model, held_out, cfg, spec.seed)
     mean_tokens = tokens / len(data)
-    end: dict[str, Any] = {}
-    evals: list[dict[str, Any]] = []
+    end: TrainEndEvent | None = None
+    evals: list[EvalEvent] = []
     for event in train(model, objective.forward, data, cfg, evaluate=objective.evaluate, workdir=workdir,
                        should_stop=should_stop, resume=resume, commit_file=commit_file):
         if event["type"] == STEP:
             event = replace(StepEvent.from_dict(event), accuracy=objective.read_accuracy(),
                             tokens_per_s=event["samples_per_s"] * mean_tokens).to_dict()
         elif event["type"] == EVAL:
-            event = replace(EvalEvent.from_dict(event), metric="masked_accuracy").to_dict()
-            evals.append(event)
+            evals.append(replace(EvalEvent.from_dict(event), metric="masked_accuracy"))
+            event = evals[-1].to_dict()
         elif event["type"] == TRAIN_END:
-            end = event
+            end = TrainEndEvent.from_dict(event)
             continue
         yield event
-    status = end["status"]
-    record = pretrain_record(spec, key, end, evals[-1] if evals else {}, objective, data, held_out,
+    assert end is not None, "the training loop always ends with a train_end event"
+    status = end.status
+    record = pretrain_record(spec, key, end, evals[-1] if evals else None, objective, data, held_out,
                              wall_s=round(time.time() - started, 1))
     if status != "done":
-        yield ResultEvent(status=status, record={**record, "error": end.get("error")}).to_dict()
+        yield ResultEvent(status=status, record={**record, "error": end.error}).to_dict()
         return
     if spec.substitute:
         used = torch.from_numpy(corpora.CORPORA[spec.corpus].tokens().ids)
