@@ -57,10 +57,12 @@ class Splice:
 
 def splice_from_lab(train_size: str = "full") -> Splice:
     from labcore import assets
+    from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import Prepared
     from labcore.spec import make_spec
 
-    prepared = Prepared(make_spec(model="minilm", discipline="dna-splice", budget="standard", train_size=train_size))
+    prepared = Prepared(resolve_spec(make_spec(model="minilm", discipline="dna-splice", budget="standard",
+                                               train_size=train_size)))
     return Splice(prepared.splits, tuple(prepared.vocab_rows), str(assets.require("minilm")))
 
 

@@ -81,13 +81,14 @@ def lab_prepared(setting: Setting):
     """The lab's run preparation for ``setting`` (model on the device, its CPU kernels) and its precision."""
     from labcore.machine import device as devices
     from labcore import protocols
+    from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import Prepared, device_kernels
     from labcore.spec import make_spec
 
     device = devices.choose_device()
     spec = make_spec(model="minilm", discipline=setting.discipline, batch_size=setting.batch,
                      max_steps=setting.steps + setting.warmup)
-    prepared = Prepared(spec)
+    prepared = Prepared(resolve_spec(spec))
     protocols.PROTOCOLS["full"].apply(prepared.model, protocols.parse_protocol_params("full", {}), 0)
     prepared.model.to(device)
     device_kernels(prepared.model, device)
@@ -158,11 +159,12 @@ def trainer_speed(setting: Setting, options: TrainerOptions = TrainerOptions()) 
     from labcore import assets
     from labcore.engine import flops
     from labcore.data.encode import Encoded
+    from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import Prepared
     from labcore.spec import make_spec
 
     # The same examples, as full-vocabulary ids (no slicing): what a Trainer user would feed.
-    prepared = Prepared(make_spec(model="minilm", discipline=setting.discipline, slice_vocab=False))
+    prepared = Prepared(resolve_spec(make_spec(model="minilm", discipline=setting.discipline, slice_vocab=False)))
     train_split = prepared.splits["train"]
     rows = [{"input_ids": x.tolist(), "attention_mask": [1] * len(x), "labels": int(y)}
             for x, y in zip(train_split.inputs, train_split.labels)]

@@ -22,6 +22,7 @@ def prepare(ref: dict[str, Any], discipline: str, discipline_params: dict[str, A
     model comes back as it ended (:func:`labcore.engine.run.load_trained`), on its own discipline, which must be
     the analysis's. Otherwise the backbone is prepared as a ``full`` run of it would start.
     """
+    from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import BEST_WEIGHTS, Prepared, load_trained
     from labcore.spec import make_spec
 
@@ -34,7 +35,7 @@ def prepare(ref: dict[str, Any], discipline: str, discipline_params: dict[str, A
         if not (Path(run_input.workdir) / BEST_WEIGHTS).is_file():
             raise LabError(f"run {ref['run']} has no trained weights ({BEST_WEIGHTS}); it is {record.status}")
         return load_trained(spec, Path(run_input.workdir), attn_implementation=attn_implementation)
-    return Prepared(_backbone_spec(ref, discipline, discipline_params, max_length),
+    return Prepared(resolve_spec(_backbone_spec(ref, discipline, discipline_params, max_length)),
                     attn_implementation=attn_implementation)
 
 

@@ -13,7 +13,6 @@ from typing import Callable
 
 from labcore import data as data_registry
 from labcore.errors import LabError
-from labcore.engine.resolve import resolve_spec
 from labcore.spec import RunSpec, parse_train_size
 
 CommitFn = Callable[[Path, Path], None]  # moves a finished temporary file into place
@@ -30,7 +29,10 @@ class Prepared:
         from labcore import models
         from labcore.data.encode import TEXT_MAX_LENGTH, encode_split_kept, slice_vocabulary, subsample
 
-        self.spec = spec = resolve_spec(spec)
+        if not spec.is_resolved:  # resolved once where it entered the engine, never again here
+            raise LabError(f"Prepared takes a resolved spec, and {spec.label()} is not: resolve it where it enters "
+                           f"(labcore.engine.resolve.resolve_spec)")
+        self.spec = spec
         self.notes: list[str] = []
         progress(f"loading discipline {spec.discipline}")
         self.dataset, self.info = data_registry.load(spec.discipline, dict(spec.discipline_params),
