@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from labcore.door.data import mapping_lib, run_mapping, spec_info
-from labcore.door.runs import make_spec, result_of
+from labcore.door.runs import RunSpec, make_spec, result_of
 from labcore.door.views import figures
 from labcore.errors import LabError
 from pages import common, state
@@ -99,8 +99,9 @@ def new_mapping(record, info, vocab, current, is_text: bool):
     mspec = None
     problems: list[str] = []
     if new_kind == "shift":
-        k = int(st.number_input("k (Kao & Lee use 1000)", value=int(spec.get("mapping_k") or 1000) if kind == "shift"
-                                else 1000, step=1, key=f"keep.map.k.{key}"))
+        default_k = RunSpec.mapping_k  # Kao & Lee's 1000, from the one place it is declared
+        k = int(st.number_input(f"k (Kao & Lee use {default_k})", step=1, key=f"keep.map.k.{key}",
+                                value=int(spec.get("mapping_k") or default_k) if kind == "shift" else default_k))
         mspec = mapping_lib.MappingSpec("shift", k=k)
     elif new_kind == "random":
         seed = int(st.number_input("Mapping seed", min_value=0, step=1, key=f"keep.map.seed.{key}",

@@ -187,7 +187,7 @@ def advanced(budget: str, protocol: str, model: str) -> tuple[dict[str, Any], st
         if mapping != "auto":
             overrides["mapping"] = mapping
         if mapping == "shift":
-            overrides["mapping_k"] = int(cols[1].number_input("shift k", value=1000, min_value=0, step=1,
+            overrides["mapping_k"] = int(cols[1].number_input("shift k", value=RunSpec.mapping_k, min_value=0, step=1,
                                                               max_value=spec_lib.COUNT_LIMIT - 1, key="exp.adv.k"))
         if mapping == "random":
             overrides["mapping_seed"] = int(cols[1].number_input("mapping seed", value=0, min_value=0, step=1,

@@ -13,8 +13,9 @@ from labcore.data import fields as upload_fields
 from labcore.data import upload as uploads
 from labcore.data.images import patches_image
 from labcore.errors import LabError
-from labcore.mapping import MappingSpec, TokenMapping, build_mapping, model_vocab
+from labcore.mapping import MappingSpec, TokenMapping, build_mapping, model_vocab, of_run
 from labcore.pretrain import corpora
+from labcore.spec import make_spec
 from labcore.store import JobRecord, Store
 
 __all__ = ["assets", "corpora", "data_base", "discipline_info", "disciplines", "mapping_lib", "mapping_spec_of",
@@ -42,9 +43,7 @@ def render_example(info, row: dict[str, Any], limit: int = 200) -> str:
 
 def mapping_spec_of(spec: dict[str, Any]) -> MappingSpec:
     """The mapping rule a run's spec (as stored) names."""
-    table = tuple(tuple(r) for r in spec.get("mapping_table") or ())
-    return MappingSpec(kind=spec["mapping"], k=int(spec.get("mapping_k", 1000)), seed=int(spec.get("mapping_seed", 0)),
-                       table=table if spec["mapping"] == "table" else ())
+    return of_run(make_spec(**spec))
 
 
 def run_mapping(store: Store, record: JobRecord) -> TokenMapping | None:

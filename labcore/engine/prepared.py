@@ -49,8 +49,7 @@ class Prepared:
                 raise LabError(f"model {spec.model!r} has no tokenizer, so the vocab input adapter cannot "
                                f"map tokens into it; use input_adapter embedding")
             vocab = mapping_lib.Vocab.from_tokenizer(tokenizer)
-            mspec = mapping_lib.MappingSpec(kind=spec.mapping, k=spec.mapping_k, seed=spec.mapping_seed,
-                                            table=spec.mapping_table)
+            mspec = mapping_lib.of_run(spec)
             alphabet = None if info.input_kind == "text" else info.alphabet
             self.mapping = mapping_lib.build_mapping(mspec, alphabet, vocab,
                                                      special_fix=mapping_lib.RUN_SPECIAL_FIX)

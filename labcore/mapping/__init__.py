@@ -30,9 +30,9 @@ from labcore.mapping import kinds  # noqa: F401
 from labcore.mapping.build import RUN_SPECIAL_FIX, SPECIAL_FIX, build_mapping, validate
 from labcore.mapping.common import MAPPING_VERSION
 from labcore.mapping.result import TokenMapping
-from labcore.mapping.spec import KINDS, Builder, Kind, MappingSpec, default_spec, describe_kind
+from labcore.mapping.spec import KINDS, Builder, Kind, MappingSpec, default_spec, describe_kind, of_run
 from labcore.mapping.vocab import DEFAULT_SPECIAL_TOKENS, Vocab, model_vocab, unused_ids
 
 __all__ = ["DEFAULT_SPECIAL_TOKENS", "KINDS", "MAPPING_VERSION", "RUN_SPECIAL_FIX", "SPECIAL_FIX", "Builder", "Kind",
-           "MappingSpec", "TokenMapping", "Vocab", "build_mapping", "default_spec", "describe_kind", "model_vocab",
+           "MappingSpec", "TokenMapping", "Vocab", "build_mapping", "default_spec", "describe_kind", "model_vocab", "of_run",
            "unused_ids", "validate"]

@@ -16,6 +16,7 @@ from labcore.errors import MappingError
 from labcore.mapping.common import MAPPING_VERSION, sha256_of
 from labcore.mapping.vocab import Vocab
 from labcore.registry import Registry
+from labcore.spec import RunSpec
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,13 @@ class MappingSpec:
         if not isinstance(data, dict):
             raise MappingError("mapping spec JSON must be an object; pass MappingSpec.to_json() output")
         return cls.from_dict(data)
+
+
+def of_run(spec: RunSpec) -> MappingSpec:
+    """The mapping rule a run's spec names: the one conversion from a RunSpec to its MappingSpec (the engine
+    builds a run's mapping from it, the pages rebuild a stored run's from it)."""
+    return MappingSpec(kind=spec.mapping, k=spec.mapping_k, seed=spec.mapping_seed,
+                       table=spec.mapping_table if spec.mapping == "table" else ())
 
 
 def default_spec(is_text: bool) -> MappingSpec:
