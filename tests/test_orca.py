@@ -106,6 +106,23 @@ def test_a_few_alignment_steps_through_an_embedder_reduce_the_otdd():
     assert values[-1] < 0.5 * values[0], values
 
 
+def test_pot_is_handed_torch_only_so_no_other_array_library_takes_the_gpu():
+    # JAX, loaded as a POT backend where a GPU is, takes 75 % of its memory: ten ORCA workers on one H100
+    # ran out of memory that way. A user's own setting of the switches stands.
+    import subprocess
+    import sys
+
+    probe = ("import os, torch; from labcore.protocols import otdd; otdd.entropic_ot(torch.rand(4, 5), 0.1); "
+             "print([os.environ.get(k) for k in ('POT_BACKEND_DISABLE_JAX', 'POT_BACKEND_DISABLE_CUPY', "
+             "'POT_BACKEND_DISABLE_TENSORFLOW', 'POT_BACKEND_DISABLE_PYTORCH')])")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("POT_BACKEND_")}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "['1', '1', '1', None]"
+    env["POT_BACKEND_DISABLE_CUPY"] = ""  # empty: POT loads CuPy where it is installed
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, check=True).stdout
+    assert out.strip() == "['1', '', '1', None]"
+
+
 def test_class_ids_for_bit_vectors_and_regression_targets():
     bits = np.array([[0, 1], [1, 1], [0, 1], [0, 0]], dtype=np.float32)
     ids = otdd.class_ids(bits)

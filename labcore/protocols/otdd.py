@@ -35,6 +35,7 @@ classes first.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -133,10 +134,22 @@ def _squared_distances(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return ((x * x).sum(1)[:, None] + (y * y).sum(1)[None, :] - 2 * x @ y.T).clamp_min(0)
 
 
+# POT loads every array library it finds as a backend when it is first imported. JAX, once loaded where a GPU
+# is, takes 75 % of the GPU's memory for itself: on an H100 with JAX installed, ten workers aligning at once
+# ran out of memory, one of them holding 60 GiB. The lab hands POT torch tensors only, so the others stay out.
+_OTHER_BACKENDS = ("POT_BACKEND_DISABLE_JAX", "POT_BACKEND_DISABLE_CUPY", "POT_BACKEND_DISABLE_TENSORFLOW")
+
+
+def _torch_backend_only() -> None:
+    for name in _OTHER_BACKENDS:
+        os.environ.setdefault(name, "1")
+
+
 def entropic_ot(cost: torch.Tensor, reg: float) -> torch.Tensor:
     """The entropic OT cost between uniform weights for ``cost`` [n, m] (POT, log-domain Sinkhorn); its
     gradient with respect to the cost is the optimal plan (envelope theorem: no backward through the
     iterations)."""
+    _torch_backend_only()
     import ot
     import torch
 
