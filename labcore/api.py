@@ -314,7 +314,8 @@ def analyze(kind: str, *, models: Sequence[str] | None = None, background: bool 
     """One analysis (``similarity``, ``jacobian``, ``gradients``, ``noise`` ... as ``python -m labcore
     analyze`` lists them) of ``models`` given as the CLI writes them (``minilm``, ``tiny:bert@random@1``,
     ``run=KEY``); its result as a dict. ``background=True`` queues it for the workers and waits."""
-    from labcore.jobs.analyses import ANALYSES, SPEC_TYPES
+    from labcore.jobs.analyses import ANALYSES, SPEC_TYPES, parse_model
+    from labcore.jobs.inline import analyze_here
 
     if kind not in ANALYSES:
         raise LabError(f"unknown analysis {kind!r}; valid analyses: {', '.join(ANALYSES)}")
