@@ -249,9 +249,30 @@ def test_sides_that_both_sit_at_the_majority_class_test_nothing_and_are_given_no
     _, verdict = judge(equivalent, plan, flat, a, b, facet=facet, part=part)
     (settled,) = settle([verdict])
     assert settled.word == INCONCLUSIVE and "neither learnt the task" in settled.why()
-    assert "0.620" in settled.floor and "within 0.03" in settled.floor
+    assert "0.620" in settled.floor and "no more than 0.03 above" in settled.floor
     # one side learnt: the rule decides as before
     learnt = results(lambda s: 0.80 + 0.001 * s.seed if s.condition == a else 0.62)
     _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, learnt, a, b, facet=facet, part=part)
     (settled,) = settle([verdict])
     assert settled.word == HOLDS and not settled.floor
+
+
+def test_sides_below_a_trivial_solution_sit_at_its_floor_and_the_reason_names_it():
+    # FPT's quick bit-memory runs ended near 0.575, below the 0.75 that copying the visible bits scores
+    from dataclasses import replace
+
+    from labcore.recipes import RECIPES
+    from labcore.recipes.base import Claim
+    from labcore.recipes.drive import plan_of
+    from labcore.recipes.report import judge
+
+    plan = replace(plan_of(RECIPES["fpt"], "quick"), can_grow=True)
+    steps = [s for s in plan.steps if s.facet == "bits-memory" and s.condition in ("pretrained", "random")]
+    assert steps, "FPT's quick plan trains pretrained and random bodies on bit memory"
+    facet, part = steps[0].facet, steps[0].part
+    results = {step: replace(_record(step, 0.575 + 0.001 * step.seed), spec=step.spec.to_dict()) for step in steps}
+    _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, results, "pretrained", "random", facet=facet,
+                       part=part)
+    (settled,) = settle([verdict])
+    assert settled.word == INCONCLUSIVE
+    assert "0.750" in settled.floor and "copying the query's unmasked bits" in settled.floor

@@ -149,15 +149,17 @@ def at_the_floor(plan: Plan, results: Results, conditions: Sequence[str], facet:
     "equivalent" whatever the claim), else the claim's resolution. "" where a side learnt, or no floor is known."""
     if not values_a or not values_b:
         return ""
-    floor = comparison_floor(plan, results, tuple((c, facet, part) for c in conditions))
-    if floor is None:
+    found = comparison_floor(plan, results, tuple((c, facet, part) for c in conditions))
+    if found is None:
         return ""
+    floor, how = found
     tolerance = test.margin if test.kind == EQUIVALENCE else test.resolution
     means = [sum(v.values()) / len(v) for v in (values_a, values_b)]
     if max(means) > floor + tolerance:
         return ""
-    return (f"both sides' means ({means[0]:.3f}, {means[1]:.3f}) lie within {tolerance:g} of the floor of "
-            f"{floor:.3f} (the majority class{' of ' + facet if facet else ''}): neither learnt the task")
+    # A side below the floor learnt less than the trivial solution: no nearer to the task than one at it.
+    return (f"both sides' means ({means[0]:.3f}, {means[1]:.3f}) rise no more than {tolerance:g} above the floor "
+            f"of {floor:.3f} ({how or 'the majority class'}{' of ' + facet if facet else ''}): neither learnt the task")
 
 
 def results_by_seed(plan: Plan, results: Results, *, condition: str, facet: str | None = None,
@@ -277,20 +279,22 @@ def task_floor(spec: Any) -> tuple[float, str] | None:
         return None
 
 
-def comparison_floor(plan: Plan, results: Results, reads: Sequence[tuple[str, Any, Any]]) -> float | None:
-    """The score the runs of ``reads`` (condition, facet, part) reach without learning: their task's trivial
-    solution where it has one, else the highest majority class their finished runs recorded; None if unknown."""
+def comparison_floor(plan: Plan, results: Results,
+                     reads: Sequence[tuple[str, Any, Any]]) -> tuple[float, str] | None:
+    """(score, how) the runs of ``reads`` (condition, facet, part) reach without learning: their task's trivial
+    solution where it has one, else the highest majority class their finished runs recorded (how: "");
+    None if unknown."""
     majority: list[float] = []
     for step in plan.steps:
         if not step_in(step, reads):
             continue
         trivial = task_floor(step.spec)
         if trivial is not None:
-            return trivial[0]
+            return trivial
         result = results.get(step)
         if isinstance(result, RunRecord) and result.baseline.get("majority") is not None:
             majority.append(float(result.baseline["majority"]))
-    return max(majority) if majority else None
+    return (max(majority), "") if majority else None
 
 
 def majority_floors(plan: Plan, results: Results, facets: Sequence[str]) -> dict[str, float]:
