@@ -276,3 +276,11 @@ def test_sides_below_a_trivial_solution_sit_at_its_floor_and_the_reason_names_it
     (settled,) = settle([verdict])
     assert settled.word == INCONCLUSIVE
     assert "0.750" in settled.floor and "copying the query's unmasked bits" in settled.floor
+    # so do its speed claims: steps until a validation score levels off at the floor measure nothing
+    from labcore.recipes.fpt import converge_steps
+
+    results = {step: replace(result, steps_to_converge=150 + 10 * step.seed) for step, result in results.items()}
+    _, verdict = judge(Claim("faster", "x", "s", ClaimTest(direction=-1)), plan, results, "pretrained", "random",
+                       facet=facet, part=part, value=converge_steps, metric="steps to converge", learnt=True)
+    (settled,) = settle([verdict])
+    assert settled.word == INCONCLUSIVE and "steps to converge tells nothing" in settled.floor

@@ -276,7 +276,7 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
         for task in TASKS:
             out.claims.append(judge(claims[claim_id], plan_, results, a, "random", facet=task, part="table 2",
                                     value=converge_steps, metric="steps to converge",
-                                    test=_steps_test(plan_.budget, task)))
+                                    test=_steps_test(plan_.budget, task), learnt=True))
     columns = {c: _ablation_values(plan_, results, c) for c in ABLATION_COLUMNS}
     reads = {c: (("pretrained", ABLATION_TASK, "table 2") if c == "+ positions" else (c, ABLATION_TASK, "table 15"))
              for c in ABLATION_COLUMNS}

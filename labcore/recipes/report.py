@@ -120,11 +120,13 @@ def long_table(plan: Plan, results: Results, *, value: Callable[[Any], float | N
 
 def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, facet: str | None = None,
           part: str | None = None, value: Callable[[Any], float | None] = run_value, metric: str = "",
-          test: ClaimTest | None = None, name: str = "") -> tuple[Claim, Verdict]:
+          test: ClaimTest | None = None, name: str = "", learnt: bool = False) -> tuple[Claim, Verdict]:
     """The claim's looks on a (facet's) condition a against b, by the claim's own test (or ``test``): see
     :func:`labcore.recipes.verdict.measure`; :func:`labcore.recipes.base.settle_claims` decides the report's
     claims together.
-    ``name``: the verdict's id where one claim is tested on several pairs of one facet (default: id/facet)."""
+    ``name``: the verdict's id where one claim is tested on several pairs of one facet (default: id/facet).
+    ``learnt``: ``value`` reads something that means nothing unless a side learnt the task (steps until the
+    validation score levels off), so the test scores of the same runs are held against the floor too."""
     va = values_by_seed(plan, results, condition=a, facet=facet, part=part, value=value)
     vb = values_by_seed(plan, results, condition=b, facet=facet, part=part, value=value)
     verdict = judged(claim, plan, results, name or claim.id + (f"/{facet}" if facet else ""),
@@ -138,6 +140,12 @@ def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, facet: 
         pooled = pooled_mcnemar(results_by_seed(plan, results, condition=a, facet=facet, part=part),
                                 results_by_seed(plan, results, condition=b, facet=facet, part=part))
         verdict = replace(verdict, pooled=pooled.sentence() if pooled else "")
+    elif learnt:
+        scores = [values_by_seed(plan, results, condition=c, facet=facet, part=part, value=run_value) for c in (a, b)]
+        floor = at_the_floor(plan, results, (a, b), facet, part, *scores, ClaimTest())
+        if floor:
+            verdict = replace(verdict, floor=f"{floor} (by their test scores), so their {metric or 'measure'} "
+                                             f"tells nothing")
     return claim, verdict
 
 
