@@ -166,8 +166,9 @@ def at_the_floor(plan: Plan, results: Results, conditions: Sequence[str], facet:
     if max(means) > floor + tolerance:
         return ""
     # A side below the floor learnt less than the trivial solution: no nearer to the task than one at it.
+    how = how or "the majority class" + (f" of {facet}" if facet else "")
     return (f"both sides' means ({means[0]:.3f}, {means[1]:.3f}) rise no more than {tolerance:g} above the floor "
-            f"of {floor:.3f} ({how or 'the majority class'}{' of ' + facet if facet else ''}): neither learnt the task")
+            f"of {floor:.3f} ({how}): neither learnt the task")
 
 
 def results_by_seed(plan: Plan, results: Results, *, condition: str, facet: str | None = None,
