@@ -284,3 +284,25 @@ def test_sides_below_a_trivial_solution_sit_at_its_floor_and_the_reason_names_it
                        facet=facet, part=part, value=converge_steps, metric="steps to converge", learnt=True)
     (settled,) = settle([verdict])
     assert settled.word == INCONCLUSIVE and "steps to converge tells nothing" in settled.floor
+
+
+def test_sides_at_chance_on_bit_accuracy_sit_at_its_floor_as_the_figures_draw_it():
+    # FPT's quick XOR runs of the bit body and random init ended at 0.489 and 0.499: bit accuracy has no majority
+    # class, and chance (0.5) is the floor the report's bars draw; the verdict reads the same floor
+    from dataclasses import replace
+
+    from labcore.recipes import RECIPES
+    from labcore.recipes.base import Claim
+    from labcore.recipes.drive import plan_of
+    from labcore.recipes.report import judge, majority_floors
+
+    plan = replace(plan_of(RECIPES["fpt"], "quick"), can_grow=True)
+    steps = [s for s in plan.steps if s.facet == "bits-xor" and s.condition in ("bit", "random")]
+    assert steps, "FPT's quick plan trains bit and random bodies on XOR"
+    facet, part = steps[0].facet, steps[0].part
+    results = {step: replace(_record(step, 0.49 + 0.001 * step.seed), metric="bit_accuracy",
+                             test={"bit_accuracy": 0.49 + 0.001 * step.seed}) for step in steps}
+    assert majority_floors(plan, results, (facet,)) == {facet: 0.5}
+    _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, results, "bit", "random", facet=facet, part=part)
+    (settled,) = settle([verdict])
+    assert settled.word == INCONCLUSIVE and "0.500 (chance, for bit accuracy)" in settled.floor

@@ -151,8 +151,8 @@ def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, facet: 
 
 def at_the_floor(plan: Plan, results: Results, conditions: Sequence[str], facet: str | None, part: str | None,
                  values_a: Mapping[int, float], values_b: Mapping[int, float], test: ClaimTest) -> str:
-    """Why a comparison cannot test its claim, where neither side learnt the task: both sides' means lie within
-    the claim's tolerance of the task's floor (its trivial solution, else the majority class the runs recorded).
+    """Why a comparison cannot test its claim, where neither side learnt the task: neither side's mean rises more
+    than the claim's tolerance above the task's floor (:func:`comparison_floor`).
     The tolerance is an equivalence claim's margin (two sides that both sit within it of the floor are
     "equivalent" whatever the claim), else the claim's resolution. "" where a side learnt, or no floor is known."""
     if not values_a or not values_b:
@@ -288,39 +288,37 @@ def task_floor(spec: Any) -> tuple[float, str] | None:
         return None
 
 
+def step_floor(step: Step, result: Any) -> tuple[float, str] | None:
+    """(score, how) a step's run reaches without learning its task: the discipline's trivial solution where it
+    has one (bit memory: 0.75 from copying the visible bits), else the majority class its record holds (how:
+    ""), else chance for bit accuracy; None if unknown."""
+    trivial = task_floor(step.spec)
+    if trivial is not None:
+        return trivial
+    if isinstance(result, RunRecord):
+        if result.baseline.get("majority") is not None:
+            return float(result.baseline["majority"]), ""
+        if result.metric == "bit_accuracy":
+            return 0.5, "chance, for bit accuracy"
+    return None
+
+
 def comparison_floor(plan: Plan, results: Results,
                      reads: Sequence[tuple[str, Any, Any]]) -> tuple[float, str] | None:
-    """(score, how) the runs of ``reads`` (condition, facet, part) reach without learning: their task's trivial
-    solution where it has one, else the highest majority class their finished runs recorded (how: "");
-    None if unknown."""
-    majority: list[float] = []
-    for step in plan.steps:
-        if not step_in(step, reads):
-            continue
-        trivial = task_floor(step.spec)
-        if trivial is not None:
-            return trivial
-        result = results.get(step)
-        if isinstance(result, RunRecord) and result.baseline.get("majority") is not None:
-            majority.append(float(result.baseline["majority"]))
-    return (max(majority), "") if majority else None
+    """(score, how) the runs of ``reads`` (condition, facet, part) reach without learning: the highest of their
+    steps' floors (:func:`step_floor`); None if unknown."""
+    floors = [floor for step in plan.steps if step_in(step, reads)
+              if (floor := step_floor(step, results.get(step))) is not None]
+    return max(floors) if floors else None
 
 
 def majority_floors(plan: Plan, results: Results, facets: Sequence[str]) -> dict[str, float]:
-    """facet -> the score a model reaches without learning the task: the discipline's trivial solution where
-    it has one (bit memory: 0.75 from copying the visible bits), else the majority class its finished runs
-    recorded (chance, 0.5, for bit accuracy)."""
+    """facet -> the score a model reaches without learning the task (:func:`step_floor` of its first step
+    that has one)."""
     out: dict[str, float] = {}
     for step in plan.steps:
-        if step.facet not in facets or step.facet in out:
-            continue
-        trivial = task_floor(step.spec)
-        result = results.get(step)
-        if trivial is not None:
-            out[step.facet] = trivial[0]
-        elif isinstance(result, RunRecord):
-            if result.baseline.get("majority") is not None:
-                out[step.facet] = float(result.baseline["majority"])
-            elif result.metric == "bit_accuracy":
-                out[step.facet] = 0.5
+        if step.facet in facets and step.facet not in out:
+            floor = step_floor(step, results.get(step))
+            if floor is not None:
+                out[step.facet] = floor[0]
     return out

@@ -174,9 +174,9 @@ class Verdict:
     reads: tuple[tuple[str, Any, Any], ...] = ()
     cpu_s: float = 0.0
     pooled: str = ""  # a secondary pooled per-example test, in words (labcore.recipes.pooled); never the verdict
-    # where every run of both sides stayed at the task's floor (the majority class): why the claim cannot be
-    # tested at this budget. Such a verdict is never decided: an "equivalence" of two runs that learnt nothing
-    # says nothing of the claim, and more seeds of the same budget would not change that.
+    # where both sides stayed at the task's floor (its trivial solution, majority class or chance): why the
+    # claim cannot be tested at this budget. Such a verdict is never decided: an "equivalence" of two runs that
+    # learnt nothing says nothing of the claim, and more seeds of the same budget would not change that.
     floor: str = ""
 
     def to_dict(self) -> dict[str, Any]:
