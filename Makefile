@@ -48,9 +48,13 @@ browser:
 	  echo "chromium could not be installed: the browser test will be skipped"
 
 # The layer contracts (.importlinter) first: a broken layer fails fast, before the slower tests.
+# The tests run in TEST_WORKERS processes, a test file to each at a time (its module fixtures built once): much
+# of the suite waits on workers, servers and a browser, so even two cores run it in about two thirds of the
+# time. Assets and kept stores are fetched and built under a lock, once. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: setup setup-ray browser
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 test-slow: setup browser
 	$(PY) -m pytest -m "slow"

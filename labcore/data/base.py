@@ -312,10 +312,12 @@ def load_cached(discipline: Discipline, params: Any, progress: ProgressFn = prin
     try:
         dataset.save_to_disk(str(tmp))
         (tmp / "info.json").write_text(json.dumps(discipline.info(params).to_dict(), indent=1))
-        if target.exists():  # another process finished first; keep its copy
-            shutil.rmtree(tmp)
-        else:
-            os.replace(tmp, target)
+        if not target.exists():  # else another process finished first; keep its copy
+            try:
+                os.replace(tmp, target)
+            except OSError:  # it finished between the check and the rename
+                if not target.exists():
+                    raise
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
