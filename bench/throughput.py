@@ -97,8 +97,10 @@ def lab_prepared(setting: Setting):
     return prepared, device, precision
 
 
-def lab_speed(setting: Setting, prepare=lambda model: model) -> Measured:
-    """The lab's loop for ``setting``; ``prepare(model)`` gives the module the step calls (a lever's change)."""
+def lab_speed(setting: Setting, prepare=lambda model: model, ready=lambda: None) -> Measured:
+    """The lab's loop for ``setting``; ``prepare(model)`` gives the module the step calls (a lever's change);
+    ``ready()`` is called once everything is prepared, before the first step (processes measured together
+    wait there for each other)."""
     from labcore.engine import flops
     from labcore.engine.run import train_config
     from labcore.engine.train import train
@@ -111,6 +113,7 @@ def lab_speed(setting: Setting, prepare=lambda model: model) -> Measured:
                               eval_every=10**9, patience=0, seed=0)
     data = prepared.splits["train"]
     marks: dict[int, float] = {}
+    ready()
     start = time.perf_counter()
     for event in train(model, lambda b: stepped(b.inputs, b.mask), data, cfg, evaluate=lambda: {"value": 0.0}):
         if event["type"] == "step":  # the loss read there waits for the device
