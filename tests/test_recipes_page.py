@@ -17,7 +17,7 @@ from streamlit.testing.v1 import AppTest
 from test_pages import TIMEOUT, no_exception, page, texts
 
 from labcore.recipes import RECIPES
-from labcore.recipes.drive import ADJUST_VARIABLE, plan_of, step_key
+from labcore.recipes.drive import ADJUST_VARIABLE, paper_first, plan_of, step_key
 from labcore.recipes.verdict import WORDS
 from labcore.store import open_store
 
@@ -51,7 +51,7 @@ def test_the_page_lists_every_recipe_with_its_paper_claims_budget_seeds_and_time
     for claim in kao.claims:
         assert claim.text in shown and claim.section in shown
     assert at.multiselect(key="w:rec.seeds.kao.quick").value == list(kao.default_seeds["quick"])
-    jobs = len(plan_of(kao, "quick").steps)
+    jobs = len(paper_first(kao, plan_of(kao, "quick")).steps)  # the sequential rule's first look
     assert f"**Expected on this machine:** {jobs} jobs" in shown and f"at {kao.prior_step_s:g} s a job" in shown
     assert "Nothing of this recipe has run in this store yet" in shown
     assert at.query_params["recipe"] in ("kao", ["kao"]) and at.query_params["budget"] in ("quick", ["quick"])

@@ -140,17 +140,38 @@ def test_the_driver_adds_seeds_only_to_the_steps_of_open_claims(store):
 
     plan = grown_plan(recipe, "quick", store)
     assert plan.sequential and plan.seeds == (0, 1, 2) and plan.can_grow
+    # the first look runs what the paper's claims read: the probe of layer 0 only fig. 2 shows waits
+    assert "probe layer 0" not in {s.condition for s in plan.steps}
     for step in plan.steps:
         store.put_result(_record(step, value(step)))
     grown = grown_plan(recipe, "quick", store)
     assert grown.seeds == (0, 1, 2, 3, 4)
     new = [s for s in grown.steps if s.seed >= 3]
     assert new and {s.condition for s in new} == {PERMUTED, "k=6"}  # the open claim's two sides, nothing else
+    assert {s.seed for s in grown.steps if s.condition == "probe layer 0"} == {0, 1, 2}  # joins the next look
     words = {v.claim: v.word for _, v in recipe.report(grown, {s: _record(s, value(s)) for s in plan.steps}).claims}
     assert words["permuting-hurts/500 examples"] == OPEN
     assert all(w in (HOLDS, DOES_NOT_HOLD) for c, w in words.items() if not c.startswith("permuting"))
     capped = grown_plan(recipe, "quick", store, cap_s=1.0)
     assert capped.seeds == (0, 1, 2) and not capped.can_grow and "cap" in capped.stopped
+
+
+def test_the_first_look_answers_the_paper_before_the_labs_own_questions(store):
+    from labcore.recipes import RECIPES
+    from labcore.recipes.drive import grown_plan, plan_of
+
+    recipe = RECIPES["kao"]
+    whole, first = plan_of(recipe, "quick", (0, 1, 2)), grown_plan(recipe, "quick", store)
+    kept_back = set(whole.steps) - set(first.steps)
+    # malonylation is not one of Kao's tasks: its runs, and the similarity pairs only table 1 shows, wait
+    assert {(s.facet, s.condition) for s in kept_back} == {
+        ("protein-malonylation", c) for c in ("pretrained", "random", "re-emb", "AntiBERTy-random", "random-random")}
+    assert len(first.steps) == 33 and len(whole.steps) == 48
+    # a cap that forbids any further look still runs the first look whole, once the paper's part of it ended
+    for step in first.steps:
+        store.put_result(_record(step, 0.9))
+    capped = grown_plan(recipe, "quick", store, cap_s=1.0)
+    assert set(whole.steps) <= set(capped.steps) and not capped.can_grow
 
 
 # ------------------------------------------------------------------------------------------ pooled per example
