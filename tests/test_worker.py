@@ -275,6 +275,21 @@ def test_the_app_starts_one_worker_and_the_cli_stops_it(store, tiny_model):
         wait_for("the worker to be reaped", reaped, 30)
 
 
+def test_stop_reaches_a_started_worker_whose_registration_was_dropped(store):
+    from labcore.execution.pool import start_worker, stop_workers
+
+    process = start_worker(store, new_session=False)
+    try:
+        # as a listing drops it once a start outlives its grace (a loaded machine importing torch)
+        store.unregister_worker(process.pid)
+        assert process.pid in stop_workers(store, timeout_s=30)
+        assert process.wait(timeout=30) is not None
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_a_heartbeat_about_the_claim_that_just_ended_leaves_the_next_one_running(store, tiny_model, monkeypatch):
     # The heartbeat thread reads the current claim, the main thread ends that job and starts the next, then
     # the beat's refused heartbeat (the first job is done) arrives: it must not mark the next job lost. It did:

@@ -87,8 +87,13 @@ def stop_workers(store: Store, *, timeout_s: float = StoreSettings.stop_timeout_
     A worker in the middle of a run finishes its step, checkpoints and records ``interrupted`` first;
     ``timeout_s`` bounds that wait. Returns the pids that were signalled.
     """
-    pids = [w["pid"] for w in store.workers(alive_only=True)
-            if w.get("host") == HOST and _is_worker_process(w["pid"])]
+    # Every worker process of this store on this host: the registered ones, even those whose registration looks
+    # stale (a worker still importing torch on a loaded machine, a frozen one), and the ones this process started
+    # whose registration was already dropped as stale. Missing one would leave it to claim jobs after the stop.
+    registered = [w["pid"] for w in store.workers(alive_only=False) if w.get("host") == HOST]
+    started_here = [p.pid for p in _CHILDREN if p.poll() is None and str(store.root) in p.args]
+    pids = sorted({pid for pid in registered + started_here
+                   if process_state(pid) in ("alive", "unknown") and _is_worker_process(pid)})
     for pid in pids:
         try:
             os.kill(pid, signal.SIGTERM)

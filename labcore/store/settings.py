@@ -29,7 +29,9 @@ class StoreSettings:
     full_claim_every_s: float = 5.0  # an idle worker takes the queue lock at least this often (safety net)
     reap_every_s: float = 2.0  # how often an idle worker marks stale jobs dead
     checkpoint_every: int = 100  # training steps between resume checkpoints (0: only on stop)
-    worker_start_grace_s: float = 30.0  # a started worker that has not yet heartbeated counts as alive
+    # a started worker that has not yet heartbeated counts as alive this long: on a 2-core machine busy with two
+    # other trainings, a worker took over 30 s to import torch
+    worker_start_grace_s: float = 120.0
     log_limit_chars: int = 1_000_000  # a job's captured log is cut beyond this
     sqlite_timeout_s: float = 60.0  # how long a writer waits for the lock before diskcache.Timeout
     stop_timeout_s: float = 30.0  # how long `worker --stop` lets a run checkpoint before SIGKILL
