@@ -290,6 +290,23 @@ def test_stop_reaches_a_started_worker_whose_registration_was_dropped(store):
             process.wait()
 
 
+def test_stop_reaches_a_worker_another_process_started_and_nobody_registered(store):
+    from labcore.execution.pool import stop_workers, worker_command
+
+    # started by someone else (not this process's child list) and not in the registry (dropped, or not yet in)
+    process = subprocess.Popen(worker_command(store), cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        wait_for("the worker to register", lambda: any(w["pid"] == process.pid for w in store.workers()), 120)
+        os.kill(process.pid, signal.SIGSTOP)  # frozen, so no heartbeat registers it again
+        store.unregister_worker(process.pid)
+        assert process.pid in stop_workers(store, timeout_s=2)  # SIGTERM waits on a frozen process; SIGKILL not
+        assert process.wait(timeout=30) == -signal.SIGKILL
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
 def test_a_heartbeat_about_the_claim_that_just_ended_leaves_the_next_one_running(store, tiny_model, monkeypatch):
     # The heartbeat thread reads the current claim, the main thread ends that job and starts the next, then
     # the beat's refused heartbeat (the first job is done) arrives: it must not mark the next job lost. It did:

@@ -73,6 +73,24 @@ def _child_env(gpu: str | None = None) -> dict[str, str]:
     return env
 
 
+def _processes_on(store: Store) -> list[int]:
+    """The pids of this host's worker processes (``labcore.execution.worker``, ``labcore worker``) started on ``store``
+    (``--store ROOT`` in their command line), whoever started them and whatever the registry says: read from
+    /proc, empty where there is none."""
+    wanted = ["--store", str(store.root)]
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        claiming = argv[1:3] == ["-m", "labcore.execution.worker"] or (
+            argv[1:4] == ["-m", "labcore", "worker"] and "--stop" not in argv)
+        if claiming and any(argv[i:i + 2] == wanted for i in range(len(argv) - 1)):
+            found.append(int(entry.name))
+    return [pid for pid in found if pid != os.getpid()]
+
+
 def _is_worker_process(pid: int) -> bool:
     # A pid can be reused by an unrelated process after the worker died: only signal ours.
     try:
@@ -88,11 +106,12 @@ def stop_workers(store: Store, *, timeout_s: float = StoreSettings.stop_timeout_
     ``timeout_s`` bounds that wait. Returns the pids that were signalled.
     """
     # Every worker process of this store on this host: the registered ones, even those whose registration looks
-    # stale (a worker still importing torch on a loaded machine, a frozen one), and the ones this process started
-    # whose registration was already dropped as stale. Missing one would leave it to claim jobs after the stop.
+    # stale (a worker still importing torch on a loaded machine, a frozen one), the ones this process started, and
+    # any other worker process started on this store (by the app's server, say) whose registration was already dropped.
+    # Missing one would leave it to claim jobs after the stop.
     registered = [w["pid"] for w in store.workers(alive_only=False) if w.get("host") == HOST]
     started_here = [p.pid for p in _CHILDREN if p.poll() is None and str(store.root) in p.args]
-    pids = sorted({pid for pid in registered + started_here
+    pids = sorted({pid for pid in registered + started_here + _processes_on(store)
                    if process_state(pid) in ("alive", "unknown") and _is_worker_process(pid)})
     for pid in pids:
         try:
