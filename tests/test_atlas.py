@@ -19,7 +19,7 @@ from labcore.recipes.verdict import difference_interval
 from labcore.results.record import RunRecord
 from labcore.engine.resolve import resolve_spec
 from labcore.spec import make_spec
-from labcore.store import STOPPED, Store, open_store
+from labcore.store import Store, open_store
 from labcore.execution.worker import Worker
 
 from kept import kept_store
@@ -225,19 +225,18 @@ def atlas_page(**state) -> AppTest:
 
 def click_and_run(at: AppTest, button: str, store, group: str) -> list[str]:
     """Press a page's button that queues jobs into ``group``; run them here, in-process, to the end."""
-    from labcore.execution.pool import stop_workers
-
+    # The test runs the queue itself, so the page must start no worker: workers held (as a teacher holds them),
+    # the page queues the jobs and leaves them waiting. A worker the page started and the test then stopped
+    # could still be importing torch on a busy machine, be missed, and claim jobs beside this one.
+    store.hold_workers("test")
     try:
         at.button(key=button).click().run()
         no_exception(at)
         keys = store.group(group)["keys"]
+        assert not store.workers(), "the page started a worker while workers were held"
+        run_queue(store)
     finally:
-        stop_workers(store, timeout_s=30)  # the page's executor started one; the test runs the queue itself
-    executor = LocalExecutor(store, autostart=False)
-    for key in keys:
-        if store.get(key).status in STOPPED:  # the stopped worker had begun it
-            executor.resume(key)
-    run_queue(store)
+        store.release_workers()
     assert {store.get(k).status for k in keys} == {"done"}, [store.log(k) for k in keys]
     return keys
 
