@@ -226,8 +226,8 @@ def atlas_page(**state) -> AppTest:
 def click_and_run(at: AppTest, button: str, store, group: str) -> list[str]:
     """Press a page's button that queues jobs into ``group``; run them here, in-process, to the end."""
     # The test runs the queue itself, so the page must start no worker: workers held (as a teacher holds them),
-    # the page queues the jobs and leaves them waiting. A worker the page started and the test then stopped
-    # could still be importing torch on a busy machine, be missed, and claim jobs beside this one.
+    # the page queues the jobs and leaves them waiting. A worker the page started and the test then stopped was
+    # seen, on a busy machine, to escape the stop and claim jobs beside this one.
     store.hold_workers("test")
     try:
         at.button(key=button).click().run()

@@ -74,7 +74,7 @@ def _child_env(gpu: str | None = None) -> dict[str, str]:
 
 
 def _processes_on(store: Store) -> list[int]:
-    """The pids of this host's worker processes (``labcore.execution.worker``, ``labcore worker``) started on ``store``
+    """The pids of this host's worker processes (``labcore.execution.worker``, ``labcore worker``) on ``store``
     (``--store ROOT`` in their command line), whoever started them and whatever the registry says: read from
     /proc, empty where there is none."""
     wanted = ["--store", str(store.root)]
@@ -106,9 +106,9 @@ def stop_workers(store: Store, *, timeout_s: float = StoreSettings.stop_timeout_
     ``timeout_s`` bounds that wait. Returns the pids that were signalled.
     """
     # Every worker process of this store on this host: the registered ones, even those whose registration looks
-    # stale (a worker still importing torch on a loaded machine, a frozen one), the ones this process started, and
-    # any other worker process started on this store (by the app's server, say) whose registration was already dropped.
-    # Missing one would leave it to claim jobs after the stop.
+    # stale (a frozen one, one slow to start), the ones this process started, and any other worker process on
+    # this store (started by the app's server, say) whose registration is gone. One missed would go on claiming
+    # jobs after the stop.
     registered = [w["pid"] for w in store.workers(alive_only=False) if w.get("host") == HOST]
     started_here = [p.pid for p in _CHILDREN if p.poll() is None and str(store.root) in p.args]
     pids = sorted({pid for pid in registered + started_here + _processes_on(store)

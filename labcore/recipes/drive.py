@@ -314,7 +314,7 @@ def expected_sentence(recipe: Recipe, plan: Plan, results: Mapping[Step, Any]) -
             f"this machine)")
 
 
-__all__ = ["ADJUST_VARIABLE", "Progress", "advance", "grown_plan", "needed_steps", "paper_first", "plan_for", "seeds_flag",
-           "tuned_plan",
+__all__ = ["ADJUST_VARIABLE", "Progress", "advance", "grown_plan", "needed_steps", "paper_first", "plan_for",
+           "seeds_flag", "tuned_plan",
            "seeds_words", "expected_of", "expected_sentence", "expected_seconds",
            "measured_count", "named_adjust", "plan_keys", "plan_of", "progress", "results_of", "step_key"]
