@@ -134,7 +134,7 @@ def sweep(*, background: bool = False, group: str | None = None, store: Store | 
 
     records = run_sweep(chosen, store=the_store, progress=progress or (lambda _m: None), on_event=on_event)
     if group:
-        with the_store.cache.transact(retry=True):
+        with the_store.transaction():
             the_store.table.add_to_group(group, [r.key for r in records])
     return records
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import pickle
+import signal
 import sqlite3
 import stat
 import subprocess
@@ -18,7 +19,7 @@ import pytest
 
 from labcore.execution.executor import LocalExecutor
 from labcore.spec import make_spec
-from labcore.store import FINISHED, Store
+from labcore.store import FINISHED, Store, StoreLocked, StoreSettings
 from labcore.store.errors import REPAIR_HINT, StoreDamaged
 
 REPO = Path(__file__).resolve().parent.parent
@@ -237,3 +238,36 @@ def test_a_job_does_not_start_without_room_for_its_checkpoints(small_disk, tmp_p
     finally:
         stop(worker)
         store.close()
+
+
+HOLD_THE_LOCK = """
+import os, signal, sys
+from labcore.store import Store
+store = Store(sys.argv[1])
+with store.transaction():
+    print("held", flush=True)
+    os.kill(os.getpid(), signal.SIGSTOP)  # suspended in the middle of a write
+"""
+
+
+def test_a_writer_suspended_mid_write_blocks_no_reader_and_fails_writers_with_the_fix(tmp_path):
+    # Reads that decide a job is dead write it back; behind a frozen writer they once waited without end.
+    root = tmp_path / "store"
+    store = Store(root, StoreSettings(stale_after_s=0.3, write_wait_s=1.0, reap_wait_s=0.2))
+    key = LocalExecutor(store, autostart=False).submit_group("one", [spec()])[0].key
+    store.claim()  # this process owns it and never heartbeats: the run goes stale
+    writer = subprocess.Popen([sys.executable, "-c", HOLD_THE_LOCK, str(root)], cwd=REPO, stdout=subprocess.PIPE,
+                              text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    try:
+        assert writer.stdout.readline().strip() == "held"
+        time.sleep(0.5)
+        record = store.get(key)  # answers instead of waiting behind the lock
+        assert (record.status, "no heartbeat" in record.error) == ("dead", True)
+        with pytest.raises(StoreLocked, match=r"suspended.*kill -CONT"):
+            store.cancel(key, "someone")
+        assert store.table.get(key)["status"] == "running"  # nothing was written while locked
+    finally:
+        writer.send_signal(signal.SIGCONT)
+        assert writer.wait(timeout=60) == 0
+    assert store.get(key).status == "dead"  # written back by the first read after the lock came free
+    assert store.table.get(key)["status"] == "dead"

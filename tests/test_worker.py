@@ -170,7 +170,8 @@ def test_a_stalled_worker_is_fenced_out_once_its_run_is_resumed_elsewhere(store,
     key = submit(store, tiny_spec(tiny_model, max_steps=total)).key
     wait_for("a checkpoint", lambda: any(e["type"] == "checkpoint" and e["step"] >= 40
                                          for e in store.events(key)), store=store)
-    os.killpg(first.pid, signal.SIGSTOP)
+    with store.transaction():  # frozen outside any write: one frozen mid-write would hold the lock
+        os.killpg(first.pid, signal.SIGSTOP)
     try:
         wait_for("the run to look dead", lambda: reader.get(key).status == "dead", 30, store)
         assert reader.resume(key).outcome == "resumed"

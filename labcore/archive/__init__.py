@@ -287,7 +287,7 @@ def import_archive(store: Store, path: Path | str) -> Imported:
         records = {k: json.loads((staging / "jobs" / k / RECORD_FILE).read_text()) for k in new}
         try:
             _place(store, staging, records, uploads, models)
-            with store.cache.transact(retry=True):
+            with store.transaction():
                 for key in new:
                     store.table.put(records[key])
                     for chunk in json.loads((staging / "jobs" / key / "events.json").read_text()):

@@ -169,7 +169,7 @@ class LocalExecutor(_StoreExecutor):
         from labcore.execution.pool import start_worker
 
         started: list[int] = []
-        with self.store.cache.transact(retry=True):
+        with self.store.transaction():
             alive = self.store.workers(alive_only=True, role="worker")
             for _ in range(self.workers - len(alive)):
                 started.append(start_worker(self.store, new_session=True).pid)
@@ -281,7 +281,7 @@ class RayExecutor(LocalExecutor):
         """Start the Ray executor process unless one is alive on this store."""
         from labcore.execution.pool import start_worker
 
-        with self.store.cache.transact(retry=True):
+        with self.store.transaction():
             if self.store.workers(alive_only=True, role=self.ROLE):
                 return []
             extra = ("--address", self.address) if self.address else ()

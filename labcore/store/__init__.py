@@ -24,13 +24,13 @@ Files a job writes live in ``<store>/runs/<key>/`` (:mod:`.artifacts`).
 
 from labcore.store.core import (Claim, JobRecord, JobStatus, NewJob, QueueCapReached, RunStatus, Store, Submission,
                                 Withdrawal, open_store)
-from labcore.store.errors import Fenced, StoreDamaged
+from labcore.store.errors import Fenced, StoreDamaged, StoreLocked
 from labcore.store.liveness import HOST, process_state
 from labcore.store.settings import (ACTIVE, DISKCACHE_SETTINGS, FINISHED, PRIORITIES, STATUSES, STOPPED,
                                     TERMINAL, StoreSettings)
 
 __all__ = [
     "ACTIVE", "Claim", "DISKCACHE_SETTINGS", "FINISHED", "Fenced", "HOST", "JobRecord", "JobStatus", "NewJob",
-    "PRIORITIES", "QueueCapReached", "RunStatus", "STATUSES", "STOPPED", "Store", "StoreDamaged", "StoreSettings",
-    "Submission", "TERMINAL", "Withdrawal", "open_store", "process_state",
+    "PRIORITIES", "QueueCapReached", "RunStatus", "STATUSES", "STOPPED", "Store", "StoreDamaged", "StoreLocked",
+    "StoreSettings", "Submission", "TERMINAL", "Withdrawal", "open_store", "process_state",
 ]

@@ -11,7 +11,7 @@ from typing import Any
 
 from labcore.events import AttemptEvent, LogEvent
 from labcore.store import health
-from labcore.store.errors import Fenced
+from labcore.store.errors import Fenced, StoreLocked
 from labcore.store.liveness import HOST, why_dead
 from labcore.store.records import Claim, wall_clock
 from labcore.store.settings import FINISHED, TERMINAL
@@ -33,6 +33,12 @@ class Attempts:
     def _mark_dead(self, key: str) -> dict[str, Any]:
         try:
             return self._write_dead(key)
+        except StoreLocked:
+            # A writer holds the lock (suspended mid-write?): the reader must not hang behind it. The
+            # answer is recomputed on every read, so it is said here and written by a later read.
+            record = self.table.get(key)
+            reason = self._why_dead(record) if record["status"] == "running" else None
+            return record if reason is None else dict(record, status="dead", error=_dead_error(reason))
         except (OSError, sqlite3.OperationalError) as exc:
             if not health.is_disk_full(exc):
                 raise
@@ -41,15 +47,13 @@ class Attempts:
             return dict(record, status="dead", error=health.disk_full_message(self.root))
 
     def _write_dead(self, key: str) -> dict[str, Any]:
-        with self._txn():
+        with self.transaction(self.settings.reap_wait_s):
             record = self.table.get(key)
             # Re-check under the lock: the worker may have finished or heartbeated in between.
             reason = self._why_dead(record) if record["status"] == "running" else None
             if reason is None:
                 return record
-            record = dict(record, status="dead", finished_at=wall_clock(),
-                          error=f"the run stopped unexpectedly ({reason}); resume it to continue "
-                                f"from its last checkpoint")
+            record = dict(record, status="dead", finished_at=wall_clock(), error=_dead_error(reason))
             self.table.put(record)
             self.table.running.remove(key)
             self.streams.append(key, [LogEvent(source="store", message=record["error"], t=wall_clock()).to_dict()])
@@ -61,7 +65,7 @@ class Attempts:
         for key in self.table.running.items():
             record = self.table.get(key)
             if record is None or record["status"] != "running":
-                with self._txn():
+                with self.transaction():
                     self.table.running.remove(key)
                 continue
             if self._why_dead(record) and self._mark_dead(key)["status"] == "dead":
@@ -72,7 +76,7 @@ class Attempts:
     def claim(self, pid: int | None = None) -> Claim | None:
         """Atomically take the next queued job (interactive before sweep, FIFO within each)."""
         pid = pid or os.getpid()
-        with self._txn():
+        with self.transaction():
             for key in self.queue.pull():
                 record = self.table.get(key)
                 if record is None or record["status"] != "queued":
@@ -110,7 +114,7 @@ class Attempts:
         if record["status"] == "dead":
             # Marked dead by a reader while it was only slow (a stalled disk, a suspended process):
             # the worker is back (its fresh heartbeat is written above), so the job is running again.
-            with self._txn():
+            with self.transaction():
                 record = self.table.get(key)
                 if record.get("attempt") != attempt or record["status"] not in ("running", "dead"):
                     return False
@@ -122,7 +126,7 @@ class Attempts:
     def annotate(self, key: str, attempt: int, **fields: Any) -> bool:
         """Add facts about a running attempt to its record (where a cluster ran it: ``node``, ``task_pid``);
         False (and nothing written) once the attempt no longer holds the job."""
-        with self._txn():
+        with self.transaction():
             if not self._holds(key, attempt):
                 return False
             self.table.put(dict(self.table.get(key), **fields))
@@ -133,7 +137,7 @@ class Attempts:
         """Record how an attempt ended; False (and nothing written) if the job is no longer its own."""
         if status not in TERMINAL:
             raise ValueError(f"finish() needs a terminal status, one of {TERMINAL}, got {status!r}")
-        with self._txn():
+        with self.transaction():
             record = self.table.get(key)
             # A job marked dead by a reader but finished by its still-living worker keeps the result.
             if record is None or record.get("attempt") != attempt or record["status"] not in ("running", "dead"):
@@ -172,9 +176,13 @@ class Attempts:
     def commit_file(self, key: str, attempt: int, tmp: Path, final: Path) -> None:
         """Move a job's finished file into place, only while ``attempt`` holds the job (under the store's
         lock, so no claim can slip in between). A superseded attempt's file is deleted: :class:`Fenced`."""
-        with self._txn():
+        with self.transaction():
             if self._holds(key, attempt):
                 os.replace(tmp, final)
                 return
         tmp.unlink(missing_ok=True)
         raise Fenced(f"attempt {attempt} of {key} no longer holds it; {final.name} was not written")
+
+
+def _dead_error(reason: str) -> str:
+    return f"the run stopped unexpectedly ({reason}); resume it to continue from its last checkpoint"

@@ -5,7 +5,7 @@ diskcache ``Cache`` that every page, CLI, executor and worker process opens on t
 It knows jobs, not engines: a job is a kind name, a key, a JSON spec, a label and the keys of the jobs
 whose results it needs (:class:`NewJob`, built by :mod:`labcore.jobs`). Rules that keep it honest:
 
-* Every read-modify-write happens inside ``cache.transact()`` (SQLite ``BEGIN IMMEDIATE``), so a claim,
+* Every read-modify-write happens inside :meth:`Store.transaction` (SQLite ``BEGIN IMMEDIATE``), so a claim,
   a submission or a status change is atomic across processes: each queued job is claimed once.
 * ``running`` is only believed while its heartbeat is fresh and its pid is a live, non-zombie process.
   Reads decide ``dead`` lazily and write it back, so no job stays ``running`` once nobody runs it.
@@ -34,6 +34,7 @@ from labcore.store.attempts import Attempts
 from labcore.store.batch import QueueCapReached
 from labcore.store.errors import Fenced, UnsafeValue
 from labcore.store.job_record import JobRecord, job_record
+from labcore.store.lock import write_lock
 from labcore.store.queue import JobQueue
 # The value types live in .records; they are named here too, where the package and callers import them.
 from labcore.store.records import Claim, JobStatus, NewJob, RunStatus, Submission, Withdrawal, wall_clock
@@ -66,11 +67,11 @@ class Store(Requests, Attempts):
         self.table = JobTable(self.cache)
         self.queue = JobQueue(self.cache)
         self.streams = EventStreams(self.cache)
-        self.worker_registry = WorkerRegistry(self.cache, settings)
+        self.worker_registry = WorkerRegistry(self.cache, settings, self.transaction)
         self.files = Artifacts(self.runs_dir)
         try:
             blank = health.is_blank(self.cache)
-            migrate.upgrade(self.cache)
+            migrate.upgrade(self.cache, self.transaction)
             if blank:
                 # A new database beside job folders (a lost or 0-byte cache.db): the folders hold every
                 # finished record, so the lab comes back instead of looking empty.
@@ -86,9 +87,12 @@ class Store(Requests, Attempts):
     def __repr__(self) -> str:
         return f"Store({str(self.root)!r})"
 
-    def _txn(self):
-        # retry=True: a writer that loses the race for the SQLite lock tries again instead of raising.
-        return self.cache.transact(retry=True)
+    def transaction(self, wait_s: float | None = None):
+        """The store's write lock (SQLite ``BEGIN IMMEDIATE``), held by every read-modify-write. A writer
+        that loses the race waits, at most ``wait_s`` (default: the settings' ``write_wait_s``), then gets
+        :class:`StoreLocked`; nested calls in one thread share the outer transaction."""
+        return write_lock(self.cache, wait_s=self.settings.write_wait_s if wait_s is None else wait_s,
+                          root=self.root)
 
     # ----------------------------------------------------------------------------------------- reading
     def group(self, name: str) -> dict[str, Any]:
@@ -183,7 +187,7 @@ class Store(Requests, Attempts):
         """Append events to a job's stream as one chunk (the worker batches them). With ``attempt`` (a
         worker's writes) the chunk is refused with :class:`Fenced` once that attempt was superseded."""
         if events:
-            with self._txn():
+            with self.transaction():
                 if attempt is not None and not self._holds(key, attempt):
                     raise Fenced(f"attempt {attempt} of {key} no longer holds it; its events are dropped")
                 self.streams.append(key, list(events))
@@ -238,7 +242,7 @@ class Store(Requests, Attempts):
 
     def put_result(self, result: "RunRecord", *, label: str = "") -> None:
         """Record a run computed in this process (``python -m labcore sweep`` without --queue)."""
-        with self._txn():
+        with self.transaction():
             record = self.table.get(result.key)
             if record is not None and record["status"] == "running" and not self._why_dead(record):
                 return  # a worker owns this run; its own result will land

@@ -122,7 +122,7 @@ def delete(store: Any, plan: DeletePlan, *, who: str | None = None, wait_s: floa
                            f"{wait_s:g} s (a checkpoint being written?); nothing was deleted: ask again once the "
                            f"Runs page shows them cancelled")
         time.sleep(0.1)
-    with store.cache.transact(retry=True):
+    with store.transaction():
         for key in now.keys:
             store.streams.drop(key)
             for entry in (f"hb/{key}", f"cancel/{key}"):

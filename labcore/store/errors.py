@@ -15,3 +15,7 @@ class UnsafeValue(StoreDamaged):
 
 class Fenced(LabError):
     """A write by an attempt that no longer holds its job (it was resumed elsewhere after a stall)."""
+
+
+class StoreLocked(LabError):
+    """SQLite's write lock stayed held past the store's wait (a lab process suspended while writing)."""

@@ -59,7 +59,7 @@ def rebuild(store: Any) -> int:
     """Add every job whose folder holds a ``record.json`` (its finished record) to the store's tables."""
     added: list[str] = []
     groups: dict[str, list[str]] = {}
-    with store.cache.transact(retry=True):
+    with store.transaction():
         for key, record in sorted(store.files.records().items(), key=lambda kv: kv[1].get("submitted_at") or 0):
             if store.table.get(key) is not None:
                 continue

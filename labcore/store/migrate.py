@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from typing import Callable, ContextManager
 
 import diskcache
 from diskcache.core import MODE_PICKLE, MODE_RAW
@@ -26,11 +27,12 @@ FORMAT = 3
 _FORMAT_ENTRY = "meta/format"
 
 
-def upgrade(cache: diskcache.Cache) -> int:
-    """Bring the store in ``cache`` to :data:`FORMAT`; returns how many entries were converted or moved."""
+def upgrade(cache: diskcache.Cache, transaction: Callable[[], ContextManager[None]]) -> int:
+    """Bring the store in ``cache`` to :data:`FORMAT` inside ``transaction()`` (the store's write lock);
+    returns how many entries were converted or moved."""
     if cache.get(_FORMAT_ENTRY) == FORMAT:  # a raw integer: reading it unpickles nothing
         return 0
-    with cache.transact(retry=True):
+    with transaction():
         found = cache.get(_FORMAT_ENTRY)
         if found == FORMAT:  # another process upgraded it meanwhile
             return 0

@@ -74,7 +74,7 @@ class Requests:
         batch = Batch(self, who, group)
         done: list[Submission] = []
         capped = None
-        with self._txn():
+        with self.transaction():
             for job in jobs:
                 try:
                     done.append(self._submit_locked(job, priority, who, batch))
@@ -163,7 +163,7 @@ class Requests:
         record = self._current_or_raise(key)
         if record["status"] not in STOPPED:
             raise LabError(f"run {key} is {record['status']}: only {', '.join(STOPPED)} runs can be resumed")
-        with self._txn():
+        with self.transaction():
             record = self.table.get(key)
             if record["status"] not in STOPPED:  # someone resumed it in between: return that job
                 joined = asking(record, who) if record["status"] in ACTIVE else record
@@ -185,7 +185,7 @@ class Requests:
     def withdraw(self, key: str, who: str | None) -> Withdrawal:
         """A viewer's cancel: take back ``who``'s request. The job stops (as :meth:`cancel`) only when no
         other requester still waits for it; a job nobody is recorded as asking for (the CLI's) stops."""
-        with self._txn():
+        with self.transaction():
             record = self._record_in_txn(key)
             if record["status"] not in ACTIVE:
                 return Withdrawal(key, "inactive", 0, JobRecord.from_dict(record))
@@ -202,12 +202,12 @@ class Requests:
     def cancel(self, key: str, who: str | None = None) -> JobRecord:
         """Cancel a job for everyone (the teacher, the CLI): a queued one at once; a running one at its
         next step (a flag it polls). ``who`` is recorded as ``cancelled_by``."""
-        with self._txn():
+        with self.transaction():
             return JobRecord.from_dict(self._stop(self._record_in_txn(key), who))
 
     def clear_queue(self, who: str | None = None) -> list[str]:
         """Cancel every queued job (the teacher's "clear the queue"); running ones go on. Returns their keys."""
-        with self._txn():
+        with self.transaction():
             queued = [r for r in (self.table.get(k) for k in self.table.keys()) if r and r["status"] == "queued"]
             for record in queued:
                 self._stop(record, who)

@@ -33,7 +33,11 @@ class StoreSettings:
     # other trainings, a worker took over 30 s to import torch
     worker_start_grace_s: float = 120.0
     log_limit_chars: int = 1_000_000  # a job's captured log is cut beyond this
-    sqlite_timeout_s: float = 60.0  # how long a writer waits for the lock before diskcache.Timeout
+    sqlite_timeout_s: float = 60.0  # how long a single write outside a transaction waits for the lock
+    # how long a transaction waits for the write lock before StoreLocked (a process suspended mid-write)
+    write_wait_s: float = 600.0
+    # how long a read that decided a job is dead waits to write it back (it keeps the answer in memory)
+    reap_wait_s: float = 2.0
     stop_timeout_s: float = 30.0  # how long `worker --stop` lets a run checkpoint before SIGKILL
     capture_join_s: float = 2.0  # how long a finished job waits for its output pumps to drain
     # A job starts only with this much free disk beside the store (its checkpoints and weights need room).

@@ -4,26 +4,29 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from typing import Any
+from typing import Any, Callable, ContextManager
 
 import diskcache
 
+from labcore.store.errors import StoreLocked
 from labcore.store.liveness import HOST, why_dead
 from labcore.store.settings import StoreSettings
 from labcore.store.table import IndexList
 
 
 class WorkerRegistry:
-    def __init__(self, cache: diskcache.Cache, settings: StoreSettings) -> None:
+    def __init__(self, cache: diskcache.Cache, settings: StoreSettings,
+                 transaction: Callable[..., ContextManager[None]]) -> None:
         self.cache = cache
         self.settings = settings
+        self.transaction = transaction  # the store's write lock
         self.index = IndexList(cache, "workers")
 
     def register(self, pid: int, *, state: str = "starting", command: str = "", role: str = "worker",
                  gpu: str = "") -> None:
         """``gpu``: the CUDA_VISIBLE_DEVICES its supervisor gave it ("" where it inherited the machine's)."""
         now = time.time()
-        with self.cache.transact(retry=True):
+        with self.transaction():
             self.cache.set(f"worker/{pid}", {"pid": pid, "host": HOST, "state": state, "run": None,
                                              "started_at": now, "t": now, "command": command, "role": role,
                                              "gpu": gpu})
@@ -35,13 +38,13 @@ class WorkerRegistry:
         if gpu is not None:
             info = dict(info, gpu=gpu)
         if pid not in self.index.items():
-            with self.cache.transact(retry=True):
+            with self.transaction():
                 self.index.add(pid)
         # "run" names the job it works on (the key kept its first name: pages read it).
         self.cache.set(f"worker/{pid}", dict(info, state=state, run=job, t=time.time()))
 
-    def unregister(self, pid: int) -> None:
-        with self.cache.transact(retry=True):
+    def unregister(self, pid: int, *, wait_s: float | None = None) -> None:
+        with self.transaction(wait_s):
             self.cache.delete(f"worker/{pid}")
             self.index.remove(pid)
 
@@ -58,9 +61,9 @@ class WorkerRegistry:
             alive = info is not None and self.alive(info)
             if not alive:
                 try:
-                    self.unregister(pid)
-                except (OSError, sqlite3.OperationalError):
-                    pass  # a full disk: tidy up on a later read
+                    self.unregister(pid, wait_s=self.settings.reap_wait_s)
+                except (OSError, sqlite3.OperationalError, StoreLocked):
+                    pass  # a full disk, or a writer holding the lock: tidy up on a later read
             if info is not None and (alive or not alive_only):
                 out.append(dict(info, alive=alive))
         return out
