@@ -185,8 +185,9 @@ def test_cancel_stops_a_run_at_its_step_and_a_stuck_task_by_ray_cancel(executor)
     store = executor.store
     run = executor.submit(tiny_spec(max_steps=100_000)).key
     stuck = executor.submit(CountSpec(n=2, pause_s=60)).key  # sleeps in its first step: never reads the flag
-    wait_for("the run to take steps", lambda: len(steps(store.events(run))) >= 3, 60, store)
-    wait_for("the stuck job to start", lambda: store.get(stuck).task_pid, 30, store)
+    # Patient waits for the start: a Ray worker process importing torch on a busy machine takes a minute.
+    wait_for("the run to take steps", lambda: len(steps(store.events(run))) >= 3, 180, store)
+    wait_for("the stuck job to start", lambda: store.get(stuck).task_pid, 120, store)
     requested_at = time.time()
     executor.cancel(run)
     executor.cancel(stuck)

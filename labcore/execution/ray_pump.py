@@ -372,7 +372,11 @@ class RayPump(ClaimLoop):
                 self.store.cancel(run.claim.key, run.claim.deadline_note)  # its requester's time limit
             if check and run.stop_at is None and self.store.cancel_requested(run.claim.key, run.claim.attempt):
                 self._ask_stop(run, "cancelled")
-            if run.stop_at is not None and run.cancel_at is None and now - run.stop_at >= self.settings.cancel_grace_s:
+            if (run.stop_at is not None and run.cancel_at is None and now - run.stop_at >= self.settings.cancel_grace_s
+                    and not ray.wait([run.ref.completed()], timeout=0)[0]):
+                # Only a task still running: one that ended on its own may still have its last events (its
+                # result among them) waiting to be drained here, which a busy machine delays, and a cancel
+                # would drop them.
                 ray.cancel(run.ref)
                 run.cancel_at = now
             elif run.cancel_at is not None and not run.forced and now - run.cancel_at >= self.settings.force_after_s:
