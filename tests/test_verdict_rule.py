@@ -327,3 +327,19 @@ def test_sides_at_chance_on_bit_accuracy_sit_at_its_floor_as_the_figures_draw_it
     _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, results, "bit", "random", facet=facet, part=part)
     (settled,) = settle([verdict])
     assert settled.word == INCONCLUSIVE and "0.500 (chance, for bit accuracy)" in settled.floor
+
+
+def test_the_first_look_is_found_once_per_recipe_and_plan():
+    # Every refresh of the Recipes page asks for it; finding it builds a whole report (up to 0.46 s for Kao).
+    import dataclasses
+
+    from labcore.recipes import RECIPES
+    from labcore.recipes.drive import _paper_first, paper_first, plan_of
+
+    kao, tamkin = RECIPES["kao"], RECIPES["tamkin"]
+    plan = plan_of(kao, "quick", (0, 1, 2))
+    first = paper_first(kao, plan)
+    assert paper_first(kao, plan) is first and first == _paper_first(kao, plan)
+    assert paper_first(kao, dataclasses.replace(plan, seeds=(0, 1, 2))) is first  # an equal plan
+    assert paper_first(tamkin, plan_of(tamkin, "quick", (0, 1, 2))) != first  # another recipe, its own cut
+    assert len(first.steps) < len(plan.steps)
