@@ -10,7 +10,9 @@ shared machine's drift spreads over all of them. The levers:
 * the lab as it is in fp32, and under bf16 autocast;
 * the lab in fp32 with: torch.compile, regional (each block compiled on its own, so the pooled-row last
   block and the adapter stay eager; compile cache warm under cache/inductor); one fused QKV product (the
-  three weights concatenated inside forward, so protocols and checkpoints still see three parameters);
+  three weights concatenated inside forward, so protocols and checkpoints still see three parameters); the
+  CPU keep mask built by one ``torch.where``; the plain attention's scores by ``baddbmm`` (scale and mask
+  folded into the product);
   jemalloc or tcmalloc (Debian's libjemalloc2, libtcmalloc-minimal4) preloaded; OpenMP threads bound to
   cores (OMP_PROC_BIND=close, OMP_PLACES=cores).
 
@@ -60,7 +62,7 @@ class Lever:
     baseline: str  # the lever whose speed this one's gain is over ("" for the first)
     side: str = "lab"  # "lab" or "trainer"
     precision: str = "fp32"  # the lab's; the Trainer here is fp32 (its default)
-    change: str = ""  # the lab's model change: "", "compile", "fused-qkv"
+    change: str = ""  # the lab's model change: a name in CHANGES
     trainer: TrainerOptions = TrainerOptions()
     env: tuple[tuple[str, str], ...] = ()
     adopted: str = ""  # what the lab does about it, where it is already decided
@@ -74,6 +76,8 @@ LEVERS = (
     Lever("lab bf16", "lab fp32", precision="bf16", adopted=" (bf16 only where its products measured faster)"),
     Lever("lab fp32 compiled blocks", "lab fp32", change="compile"),
     Lever("lab fp32 fused QKV", "lab fp32", change="fused-qkv"),
+    Lever("lab fp32 keep mask by where", "lab fp32", change="keep-mask-where"),
+    Lever("lab fp32 attention by baddbmm", "lab fp32", change="baddbmm-attention"),
     Lever("lab fp32 jemalloc", "lab fp32", env=(("LD_PRELOAD", ALLOCATORS["jemalloc"]),)),
     Lever("lab fp32 tcmalloc", "lab fp32", env=(("LD_PRELOAD", ALLOCATORS["tcmalloc"]),)),
     Lever("lab fp32 OpenMP bound", "lab fp32", env=BOUND_THREADS),
@@ -106,7 +110,53 @@ def fused_qkv(model):
     return model
 
 
-CHANGES = {"": lambda model: model, "compile": lambda model: compile_blocks(model), "fused-qkv": fused_qkv}
+def keep_mask_where(model):
+    """The CPU keep mask built by one ``torch.where`` from the 16-bit quarters: no bool-to-float copy and no
+    separate scaling pass (the same mask, value for value). Patches the kernels module: this process only."""
+    import math
+
+    import torch
+
+    from labcore.models import cpu_kernels
+
+    def keep_mask(shape, p, dtype, device):
+        n, threshold = math.prod(shape), round(p * 2 ** 16)
+        words = torch.empty(-(-n // 4), dtype=torch.int64, device=device).random_(-2 ** 63, 2 ** 63 - 1)
+        quarters = words.view(torch.int16)[:n].view(shape)
+        return torch.where(quarters >= threshold - 2 ** 15, 2 ** 16 / (2 ** 16 - threshold), 0.0).to(dtype)
+
+    cpu_kernels.keep_mask = keep_mask
+    return model
+
+
+def baddbmm_attention(model):
+    """The plain attention's scores by one ``baddbmm`` per layer: the scaling and the additive mask folded into
+    the product instead of two passes over the [batch, heads, L, L] scores (forward, and the scaling's backward)."""
+    import torch
+    from transformers import AttentionInterface
+
+    from labcore.models import cpu_kernels
+
+    def attention(module, query, key, value, attention_mask, scaling=None, dropout=0.0, **kwargs):
+        scaling = query.shape[-1] ** -0.5 if scaling is None else scaling
+        b, h, lq, d = query.shape
+        lk = key.shape[-2]
+        q, kt = query.reshape(b * h, lq, d), key.transpose(-1, -2).reshape(b * h, d, lk)
+        if attention_mask is None:
+            scores = torch.bmm(q, kt) * scaling
+        else:
+            bias = attention_mask.to(query.dtype).expand(b, h, lq, lk).reshape(b * h, lq, lk)
+            scores = torch.baddbmm(bias, q, kt, alpha=scaling)
+        weights = torch.softmax(scores.view(b, h, lq, lk), dim=-1, dtype=torch.float32).to(value.dtype)
+        weights = cpu_kernels.keep_mask_dropout(weights, dropout, module.training)
+        return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+    AttentionInterface.register(cpu_kernels.ATTENTION_NAME, attention)
+    return model
+
+
+CHANGES = {"": lambda model: model, "compile": lambda model: compile_blocks(model), "fused-qkv": fused_qkv,
+           "keep-mask-where": keep_mask_where, "baddbmm-attention": baddbmm_attention}
 
 
 def measure(lever: Lever, setting: Setting) -> dict:
@@ -139,7 +189,7 @@ def table(results: dict[tuple[str, str], list[dict]], disciplines: list[str]) ->
     """One row per lever and discipline: median samples/s, its baseline's, the gain, compile seconds."""
     medians = {key: statistics.median(r["samples_per_s"] for r in runs) for key, runs in results.items() if runs}
     gains: dict[str, list[float]] = {}
-    rows = [f"{'lever':<26} {'discipline':<15} {'samples/s':>9} {'baseline':<22} {'gain':>6} {'x trainer':>9} "
+    rows = [f"{'lever':<30} {'discipline':<15} {'samples/s':>9} {'baseline':<22} {'gain':>6} {'x trainer':>9} "
             f"{'compile s':>9}"]
     for lever in LEVERS:
         for discipline in disciplines:
@@ -147,14 +197,14 @@ def table(results: dict[tuple[str, str], list[dict]], disciplines: list[str]) ->
                 continue  # not asked for (--only)
             speed = medians.get((lever.name, discipline))
             if speed is None:
-                rows.append(f"{lever.name:<26} {discipline:<15} {'failed':>9}")
+                rows.append(f"{lever.name:<30} {discipline:<15} {'failed':>9}")
                 continue
             base = medians.get((lever.baseline, discipline))
             trainer = medians.get(("trainer", discipline))
             gain = speed / base if base else float("nan")
             gains.setdefault(lever.name, []).append(gain)
             compile_s = statistics.median(r["compile_s"] for r in results[(lever.name, discipline)])
-            rows.append(f"{lever.name:<26} {discipline:<15} {speed:9.1f} {lever.baseline:<22} {gain:6.2f} "
+            rows.append(f"{lever.name:<30} {discipline:<15} {speed:9.1f} {lever.baseline:<22} {gain:6.2f} "
                         f"{speed / trainer if trainer else float('nan'):9.2f} {compile_s:9.1f}")
     rows.append("")
     for lever in LEVERS[1:]:
@@ -162,7 +212,7 @@ def table(results: dict[tuple[str, str], list[dict]], disciplines: list[str]) ->
             continue
         values = gains.get(lever.name, [])
         pays = bool(values) and all(g >= ADOPT_GAIN for g in values)
-        rows.append(f"{lever.name:<26} gain {', '.join(f'{g:.2f}' for g in values) or '-':<12} "
+        rows.append(f"{lever.name:<30} gain {', '.join(f'{g:.2f}' for g in values) or '-':<12} "
                     f"{'pays' if pays else 'does not pay'} (>= {ADOPT_GAIN} on each discipline){lever.adopted}")
     return rows
 
