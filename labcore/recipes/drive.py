@@ -129,12 +129,13 @@ def paper_first(recipe: Recipe, plan: Plan) -> Plan:
 
     The cut depends on the recipe and the plan alone, and finding it builds a whole report (0.08-0.46 s), which
     every refresh of the Recipes page would pay again: it is kept per (recipe, plan)."""
+    # Keyed by the recipe's identity (a Recipe holds dicts: no hash), and the entry holds the recipe itself, so
+    # its id cannot pass to another object while the entry lives.
     key = (id(recipe), plan)
     with _FIRST_LOOKS_LOCK:
-        kept = _FIRST_LOOKS.get(key)
-        if kept is not None and kept[0] is recipe:  # the id of a recipe since freed is not this recipe
+        if key in _FIRST_LOOKS:
             _FIRST_LOOKS.move_to_end(key)
-            return kept[1]
+            return _FIRST_LOOKS[key][1]
     cut = _paper_first(recipe, plan)
     with _FIRST_LOOKS_LOCK:
         _FIRST_LOOKS[key] = (recipe, cut)
