@@ -109,6 +109,10 @@ class _Running:
     cancel_at: float | None = None  # when ray.cancel was called
     forced: bool = False
 
+    def task_ended(self) -> bool:
+        """Has the task itself ended? (Its last events may still wait to be drained.)"""
+        return bool(ray.wait([self.ref.completed()], timeout=0)[0])
+
 
 class RayPump(ClaimLoop):
     """Claims the store's jobs and runs them as Ray tasks until stopped (see the module's text)."""
@@ -270,7 +274,7 @@ class RayPump(ClaimLoop):
         # it is finished blocks until its task really ends: such a task is only drained once it has.
         cancelling = [run for run in self.running.values() if run.cancel_at is not None and not run.forced]
         for run in cancelling:
-            if ray.wait([run.ref.completed()], timeout=0)[0]:
+            if run.task_ended():
                 self._drain(run)
         runs = [run for run in self.running.values() if run not in cancelling]
         if not self.running:
@@ -373,7 +377,7 @@ class RayPump(ClaimLoop):
             if check and run.stop_at is None and self.store.cancel_requested(run.claim.key, run.claim.attempt):
                 self._ask_stop(run, "cancelled")
             if (run.stop_at is not None and run.cancel_at is None and now - run.stop_at >= self.settings.cancel_grace_s
-                    and not ray.wait([run.ref.completed()], timeout=0)[0]):
+                    and not run.task_ended()):
                 # Only a task still running: one that ended on its own may still have its last events (its
                 # result among them) waiting to be drained here, which a busy machine delays, and a cancel
                 # would drop them.
