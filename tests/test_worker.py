@@ -298,7 +298,8 @@ def test_stop_reaches_a_worker_another_process_started_and_nobody_registered(sto
     process = subprocess.Popen(worker_command(store), cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)))
     try:
         wait_for("the worker to register", lambda: any(w["pid"] == process.pid for w in store.workers()), 120)
-        os.kill(process.pid, signal.SIGSTOP)  # frozen, so no heartbeat registers it again
+        with store.transaction():  # frozen outside any write, or the unregister below would wait behind it
+            os.kill(process.pid, signal.SIGSTOP)  # frozen, so no heartbeat registers it again
         store.unregister_worker(process.pid)
         assert process.pid in stop_workers(store, timeout_s=2)  # SIGTERM waits on a frozen process; SIGKILL not
         assert process.wait(timeout=30) == -signal.SIGKILL
