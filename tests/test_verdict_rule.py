@@ -174,6 +174,38 @@ def test_the_first_look_answers_the_paper_before_the_labs_own_questions(store):
     assert set(whole.steps) <= set(capped.steps) and not capped.can_grow
 
 
+def test_steps_that_build_on_nothing_unfinished_queue_before_their_stage(store):
+    """FPT's three bit bodies are its first stage: the runs that do not start from one are queued beside them,
+    so no worker idles while the last body trains; the runs on a bit body wait for it."""
+    from labcore.execution.executor import LocalExecutor
+    from labcore.recipes import RECIPES
+    from labcore.recipes.drive import advance, plan_of
+    from labcore.recipes.keys import mentions, step_key
+
+    plan = plan_of(RECIPES["fpt"], "quick", (0, 1))
+    bodies, later = plan.stages[0], plan.stages[1]
+    on_body = {step_key(s) for s in later if any(mentions(s.spec, b) for b in bodies)}
+    free = {step_key(s) for s in later} - on_body
+    assert on_body and free
+    advance(plan, LocalExecutor(store, autostart=False))
+    queued = set(store.queued())
+    assert {step_key(s) for s in bodies} | free == queued
+
+
+def test_a_learning_rate_grid_holds_every_later_step_back(store):
+    """Before the grid has ended the later steps' specs still carry the budget's rate: none may start."""
+    from labcore.execution.executor import LocalExecutor
+    from labcore.recipes import RECIPES
+    from labcore.recipes.drive import advance, tuned_plan
+    from labcore.recipes.keys import step_key
+    from labcore.recipes.tuning import GRID_PART
+
+    plan = tuned_plan(RECIPES["kao"], "standard", (0,), store)
+    assert {s.part for s in plan.stages[0]} == {GRID_PART}
+    advance(plan, LocalExecutor(store, autostart=False))
+    assert set(store.queued()) == {step_key(s) for s in plan.stages[0]}
+
+
 # ------------------------------------------------------------------------------------------ pooled per example
 
 

@@ -1,8 +1,8 @@
 """``python -m labcore recipe``: list the papers' recipes, run one through the executor, report on it.
 
 ``recipe run`` drives the plan with :func:`labcore.recipes.drive.advance`, the same driver the Recipes page
-uses: it queues the first stage, and while it waits it queues each later stage once the earlier ones
-ended, printing the progress; Ctrl-C stops the waiting only (the queued jobs stay with the workers, and
+uses: it queues the first stage and every later step that builds on nothing unfinished, and while it waits
+it queues each later stage once the earlier ones ended, printing the progress; Ctrl-C stops the waiting only (the queued jobs stay with the workers, and
 ``recipe run`` again picks the recipe up where it is). ``recipe report`` reads the store only, so it
 works at any time, on a recipe half finished too. Nothing here imports torch.
 """
@@ -157,8 +157,8 @@ def cmd_run(args: argparse.Namespace) -> int:
               file=sys.stderr)
     if args.no_wait:
         if not progress.ended:
-            later = (" Its later stages (and the sequential rule's further seeds) are queued once the earlier ones "
-                     "end, by `recipe run` again or the Recipes page." if len(plan.stages) > 1 or plan.sequential
+            later = (" The steps that build on earlier ones (and the sequential rule's further seeds) are queued "
+                     "once those end, by `recipe run` again or the Recipes page." if len(plan.stages) > 1 or plan.sequential
                      else "")
             print(f"Queued.{later} Follow it with `python -m labcore recipe report {again}`.")
             return 0

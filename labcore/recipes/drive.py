@@ -2,9 +2,10 @@
 
 A recipe is driven, not run inside a worker: a job that waited in a worker for its children would hold
 the only worker of a small machine. :func:`advance` submits every stage whose earlier stages have all
-ended, and is safe to call again and again (from a page's refresh or a CLI loop): a step already in the
-store is never submitted twice by it, so a failed job is not retried behind the user's back (the
-recipe's explicit run button retries with :func:`advance` ``retry=True``).
+ended (and, sooner, the steps of later stages that build on nothing unfinished), and is safe to call again
+and again (from a page's refresh or a CLI loop): a step already in the store is never submitted twice by it,
+so a failed job is not retried behind the user's back (the recipe's explicit run button retries with
+:func:`advance` ``retry=True``).
 
 The app and the command line build their plans with :func:`plan_of`, so both drive and report the same
 jobs; ``TRANSFERLAB_RECIPE_ADJUST=module:function`` passes every spec of those plans through one more
@@ -282,8 +283,35 @@ def advance(plan: Plan, executor: Any, *, priority: str = "sweep", who: str | No
                                   + (f" on {step.facet}" if step.facet else "") + f": {exc}")
             records = {step: store.get(step_key(step)) for step in stage}
         if not all(_ended(r) for r in records.values()):
-            break  # later stages wait for this one
+            if not held:
+                _submit_ready(plan, number, executor, priority, who, errors)
+            break  # the rest of the later stages waits for this one
     return progress(plan, store, tuple(errors), held)
+
+
+def _submit_ready(plan: Plan, number: int, executor: Any, priority: str, who: str | None,
+                  errors: list[str]) -> None:
+    """Queue the steps of the stages after stage ``number`` that build on no step still unfinished: most of a
+    recipe's runs need nothing an earlier stage makes, so no worker waits idle while a stage's last jobs run
+    (FPT's bit bodies are three jobs: on two workers one idled through the third's whole run). A step that
+    builds on an unfinished one waits, as before, until its stage's turn. Stops at the requester's queue cap.
+    """
+    if any(s.part == tuning.GRID_PART for stage in plan.stages[:number + 1] for s in stage):
+        return  # the later steps' rates are not chosen yet: their specs change when the grid has ended
+    store = executor.store
+    unfinished = [s for stage in plan.stages[:number + 1] for s in stage
+                  if (r := store.get(step_key(s))) is None or r.status != "done"]
+    for stage in plan.stages[number + 1:]:
+        for step in stage:
+            if store.get(step_key(step)) is not None or any(mentions(step.spec, s) for s in unfinished):
+                continue
+            try:
+                executor.submit_group(plan.group, [step.spec], priority=priority, who=who)
+            except QueueCapReached:
+                return
+            except LabError as exc:
+                errors.append(f"{step.condition}" + (f" on {step.facet}" if step.facet else "") + f": {exc}")
+        unfinished += [s for s in stage if (r := store.get(step_key(s))) is None or r.status != "done"]
 
 
 def expected_seconds(plan: Plan, results: Mapping[Step, Any], prior_s: float) -> tuple[float, float]:
