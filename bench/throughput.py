@@ -20,6 +20,8 @@ best of several readings). The lab's GEMM floor is the time its step's linear pr
 A shared machine's speed drifts by 10-20 % over minutes, so the three are measured in turn for several
 rounds and each figure is the median over the rounds; every round is printed too.
 
+``--breakdown`` instead prints where the lab's step spends its time, operator by operator (torch.profiler).
+
 Last line: throughput lab=<samples/s> trainer=<samples/s> ratio=<x> trainer_same_precision=<samples/s>
 ratio_same_precision=<y> lab_mfu=<m> trainer_mfu=<t> peak_gflops=<p>
 """
@@ -215,6 +217,44 @@ def compare_precisions(setting: Setting, rounds: int) -> None:
           f"auto={devices.resolve_precision('auto', device)} native_bf16={devices.native_bf16(device)}")
 
 
+MATRIX_PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def step_breakdown(setting: Setting, rows: int = 14) -> list[str]:
+    """Where the lab's step spends its time, by operator: torch.profiler's self time per step over
+    ``setting.steps`` steps after the warm-up, the matrix products together and then the largest of the rest,
+    each with its share of the step (the profiled steps' own wall time, which the profiler lengthens a little)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from labcore.data.encode import iterate
+    from labcore.engine.run import train_config
+    from labcore.engine.train import LoopHooks, TrainingLoop
+
+    prepared, device, precision = lab_prepared(setting)
+    model = prepared.model
+    cfg = dataclasses.replace(train_config(prepared.spec, loss="ce", precision=precision, device=device),
+                              eval_every=10**9, patience=0, seed=0)
+    loop = TrainingLoop(model, lambda b: model(b.inputs, b.mask), prepared.splits["train"], cfg,
+                        LoopHooks(evaluate=lambda: {"value": 0.0}))
+    model.train()
+    batches = iterate(prepared.splits["train"], setting.batch, shuffle=True, seed=0, device=device)
+    for _, batch in zip(range(setting.warmup), batches):
+        loop.step(batch)
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        start = time.perf_counter()
+        for _, batch in zip(range(setting.steps), batches):
+            loop.step(batch)
+        step_ms = (time.perf_counter() - start) / setting.steps * 1e3
+    per_op = sorted(((e.self_cpu_time_total / 1e3 / setting.steps, e.key, e.count // setting.steps)
+                     for e in prof.key_averages() if e.self_cpu_time_total > 0), reverse=True)
+    products = sum(ms for ms, name, _ in per_op if name in MATRIX_PRODUCTS)
+    lines = [f"step {step_ms:.1f} ms ({precision}, profiled): matrix products ({', '.join(MATRIX_PRODUCTS)}) "
+             f"{products:.1f} ms ({products / step_ms:.1%}); the largest of the rest:"]
+    for ms, name, calls in [op for op in per_op if op[1] not in MATRIX_PRODUCTS][:rows]:
+        lines.append(f"  {name:<40} {ms:6.1f} ms {ms / step_ms:6.1%} ({calls} calls a step)")
+    return lines
+
+
 def describe(name: str, m: Measured, peak: float) -> str:
     return (f"{name:<26} {m.samples_per_s:7.1f} samples/s {m.tokens_per_s:8,.0f} tokens/s "
             f"{m.flops_per_token / 1e6:6.1f} MFLOP/token {m.gflops():6.1f} GFLOP/s MFU {m.gflops() * 1e9 / peak:5.1%}")
@@ -237,6 +277,8 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=0, help="torch threads (default: every core)")
     parser.add_argument("--precisions", action="store_true",
                         help="instead: the lab's step under bf16 autocast and in fp32, in turn (which is faster here)")
+    parser.add_argument("--breakdown", action="store_true",
+                        help="instead: where one lab step's time goes, by operator (torch.profiler, --steps steps)")
     args = parser.parse_args()
     import torch
 
@@ -247,6 +289,9 @@ def main() -> None:
     print(f"{machine()}; {torch.get_num_threads()} threads", flush=True)
     if args.precisions:
         compare_precisions(setting, args.rounds)
+        return
+    if args.breakdown:
+        print("\n".join(step_breakdown(setting)))
         return
     labs, trainers, sames, floors = [], [], [], []
     for round_ in range(1, args.rounds + 1):
