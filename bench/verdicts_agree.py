@@ -18,9 +18,10 @@ DECIDED = ("holds", "does not hold")
 
 
 def compare(first: pd.DataFrame, second: pd.DataFrame) -> pd.DataFrame:
-    """One row a claim both files judged: its two words and whether they contradict."""
-    both = first.merge(second, on=["recipe", "claim"], suffixes=("_1", "_2"))[["recipe", "claim", "question_1",
-                                                                              "verdict_1", "verdict_2", "n_1", "n_2"]]
+    """One row a claim both files judged: its two words and whether they contradict. A claim of several tasks has
+    a row per task, so a row is known by its two sides (``a``, ``b``) as well as its name."""
+    both = first.merge(second, on=["recipe", "claim", "a", "b"], suffixes=("_1", "_2"))[
+        ["recipe", "claim", "a", "question_1", "verdict_1", "verdict_2", "n_1", "n_2"]]
     both["contradiction"] = both.verdict_1.isin(DECIDED) & both.verdict_2.isin(DECIDED) & \
         (both.verdict_1 != both.verdict_2)
     return both
