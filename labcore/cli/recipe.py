@@ -2,9 +2,10 @@
 
 ``recipe run`` drives the plan with :func:`labcore.recipes.drive.advance`, the same driver the Recipes page
 uses: it queues the first stage and every later step that builds on nothing unfinished, and while it waits
-it queues each later stage once the earlier ones ended, printing the progress; Ctrl-C stops the waiting only (the queued jobs stay with the workers, and
-``recipe run`` again picks the recipe up where it is). ``recipe report`` reads the store only, so it
-works at any time, on a recipe half finished too. Nothing here imports torch.
+it queues each later stage once the earlier ones ended, printing the progress; Ctrl-C stops the waiting
+only (the queued jobs stay with the workers, and ``recipe run`` again picks the recipe up where it is).
+``recipe report`` reads the store only, so it works at any time, on a recipe half finished too. Nothing here
+imports torch.
 """
 
 from __future__ import annotations
@@ -158,8 +159,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.no_wait:
         if not progress.ended:
             later = (" The steps that build on earlier ones (and the sequential rule's further seeds) are queued "
-                     "once those end, by `recipe run` again or the Recipes page." if len(plan.stages) > 1 or plan.sequential
-                     else "")
+                     "once those end, by `recipe run` again or the Recipes page."
+                     if len(plan.stages) > 1 or plan.sequential else "")
             print(f"Queued.{later} Follow it with `python -m labcore recipe report {again}`.")
             return 0
     else:
