@@ -279,8 +279,7 @@ def advance(plan: Plan, executor: Any, *, priority: str = "sweep", who: str | No
                 except QueueCapReached:
                     held += 1
                 except LabError as exc:
-                    errors.append(f"stage {number + 1}, {step.condition}"
-                                  + (f" on {step.facet}" if step.facet else "") + f": {exc}")
+                    errors.append(f"stage {number + 1}, {_step_words(step)}: {exc}")
             records = {step: store.get(step_key(step)) for step in stage}
         if not all(_ended(r) for r in records.values()):
             if not held:
@@ -299,19 +298,27 @@ def _submit_ready(plan: Plan, number: int, executor: Any, priority: str, who: st
     if any(s.part == tuning.GRID_PART for stage in plan.stages[:number + 1] for s in stage):
         return  # the later steps' rates are not chosen yet: their specs change when the grid has ended
     store = executor.store
-    unfinished = [s for stage in plan.stages[:number + 1] for s in stage
-                  if (r := store.get(step_key(s))) is None or r.status != "done"]
-    for stage in plan.stages[number + 1:]:
-        for step in stage:
-            if store.get(step_key(step)) is not None or any(mentions(step.spec, s) for s in unfinished):
-                continue
-            try:
-                executor.submit_group(plan.group, [step.spec], priority=priority, who=who)
-            except QueueCapReached:
-                return
-            except LabError as exc:
-                errors.append(f"{step.condition}" + (f" on {step.facet}" if step.facet else "") + f": {exc}")
-        unfinished += [s for s in stage if (r := store.get(step_key(s))) is None or r.status != "done"]
+    unfinished: list[Step] = []
+    for index, stage in enumerate(plan.stages):
+        # one read a step: a step submitted below was not done before and is not done after
+        records = {step: store.get(step_key(step)) for step in stage}
+        waiting = [step for step, record in records.items() if record is None or record.status != "done"]
+        if index > number:
+            for step in waiting:
+                if records[step] is not None or any(mentions(step.spec, s) for s in unfinished):
+                    continue
+                try:
+                    executor.submit_group(plan.group, [step.spec], priority=priority, who=who)
+                except QueueCapReached:
+                    return
+                except LabError as exc:
+                    errors.append(f"{_step_words(step)}: {exc}")
+        unfinished += waiting
+
+
+def _step_words(step: Step) -> str:
+    """A step for a person: its condition, and its task where it has one."""
+    return step.condition + (f" on {step.facet}" if step.facet else "")
 
 
 def expected_seconds(plan: Plan, results: Mapping[Step, Any], prior_s: float) -> tuple[float, float]:
