@@ -99,20 +99,25 @@ def lab_prepared(setting: Setting):
     return prepared, device, precision
 
 
+def timed_config(prepared, precision: str, device):
+    """The run's own training configuration, less evaluation and early stopping (not part of a step's cost)."""
+    from labcore.engine.run import train_config
+
+    return dataclasses.replace(train_config(prepared.spec, loss="ce", precision=precision, device=device),
+                               eval_every=10**9, patience=0, seed=0)
+
+
 def lab_speed(setting: Setting, prepare=lambda model: model, ready=lambda: None) -> Measured:
     """The lab's loop for ``setting``; ``prepare(model)`` gives the module the step calls (a lever's change);
     ``ready()`` is called once everything is prepared, before the first step (processes measured together
     wait there for each other)."""
     from labcore.engine import flops
-    from labcore.engine.run import train_config
     from labcore.engine.train import train
 
     prepared, device, precision = lab_prepared(setting)
     model = prepared.model
     stepped = prepare(model)
-    # The run's own configuration, less evaluation and early stopping (not part of a step's cost).
-    cfg = dataclasses.replace(train_config(prepared.spec, loss="ce", precision=precision, device=device),
-                              eval_every=10**9, patience=0, seed=0)
+    cfg = timed_config(prepared, precision, device)
     data = prepared.splits["train"]
     marks: dict[int, float] = {}
     ready()
@@ -227,14 +232,12 @@ def step_breakdown(setting: Setting, rows: int = 14) -> list[str]:
     from torch.profiler import ProfilerActivity, profile
 
     from labcore.data.encode import iterate
-    from labcore.engine.run import train_config
     from labcore.engine.train import LoopHooks, TrainingLoop
 
     prepared, device, precision = lab_prepared(setting)
     model = prepared.model
-    cfg = dataclasses.replace(train_config(prepared.spec, loss="ce", precision=precision, device=device),
-                              eval_every=10**9, patience=0, seed=0)
-    loop = TrainingLoop(model, lambda b: model(b.inputs, b.mask), prepared.splits["train"], cfg,
+    loop = TrainingLoop(model, lambda b: model(b.inputs, b.mask), prepared.splits["train"],
+                        timed_config(prepared, precision, device),
                         LoopHooks(evaluate=lambda: {"value": 0.0}))
     model.train()
     batches = iterate(prepared.splits["train"], setting.batch, shuffle=True, seed=0, device=device)
