@@ -10,8 +10,9 @@ shared machine's drift spreads over all of them. The levers:
 * the lab as it is in fp32, and under bf16 autocast;
 * the lab in fp32 with: torch.compile, regional (each block compiled on its own, so the pooled-row last
   block and the adapter stay eager; compile cache warm under cache/inductor); one fused QKV product (the
-  three weights concatenated inside forward, so protocols and checkpoints still see three parameters); the
-  CPU keep mask built by one ``torch.where``; the plain attention's scores by ``baddbmm`` (scale and mask
+  three weights concatenated inside forward, so protocols and checkpoints still see three parameters); torch's
+  keep masks instead of the fused C dropout (``TRANSFERLAB_NATIVE=0``, labcore.models.cpu_kernels), and those
+  keep masks built by one ``torch.where``; the plain attention's scores by ``baddbmm`` (scale and mask
   folded into the product);
   jemalloc or tcmalloc (Debian's libjemalloc2, libtcmalloc-minimal4) preloaded; OpenMP threads bound to
   cores (OMP_PROC_BIND=close, OMP_PLACES=cores).
@@ -76,7 +77,11 @@ LEVERS = (
     Lever("lab bf16", "lab fp32", precision="bf16", adopted=" (bf16 only where its products measured faster)"),
     Lever("lab fp32 compiled blocks", "lab fp32", change="compile"),
     Lever("lab fp32 fused QKV", "lab fp32", change="fused-qkv"),
-    Lever("lab fp32 keep mask by where", "lab fp32", change="keep-mask-where"),
+    Lever("lab fp32 torch keep masks", "lab fp32", env=(("TRANSFERLAB_NATIVE", "0"),),
+          adopted=" (the lab's dropout is the fused C kernel wherever this machine's compiler builds it; this row is "
+                  "the lab without it)"),
+    Lever("lab fp32 keep mask by where", "lab fp32 torch keep masks", change="keep-mask-where",
+          env=(("TRANSFERLAB_NATIVE", "0"),)),
     Lever("lab fp32 attention by baddbmm", "lab fp32", change="baddbmm-attention"),
     Lever("lab fp32 jemalloc", "lab fp32", env=(("LD_PRELOAD", ALLOCATORS["jemalloc"]),)),
     Lever("lab fp32 tcmalloc", "lab fp32", env=(("LD_PRELOAD", ALLOCATORS["tcmalloc"]),)),

@@ -1,7 +1,8 @@
-"""CPU training kernels: the keep-mask dropout and the lab's attention function.
+"""CPU training kernels: the keep-mask dropout, its fused C kernel, and the lab's attention function.
 
 Eval-mode outputs must equal SDPA's for every family (padding and causal masks included), the dropout
-noise must have the distribution of inverted dropout, and swapping kernels must not touch parameters.
+noise must have the distribution of inverted dropout (by torch's keep masks and by the fused kernel alike),
+and swapping kernels must not touch parameters.
 """
 
 from __future__ import annotations
@@ -11,10 +12,14 @@ import torch
 from torch import nn
 
 from labcore.errors import LabError
+from labcore.machine import native
 from labcore.models import build_lab_model_from, load_backbone
 from labcore.models.cpu_kernels import (
     ATTENTION_NAME,
     KeepMaskDropout,
+    dropout_kind,
+    fused_dropout,
+    fused_dropout_kernels,
     keep_mask,
     keep_mask_dropout,
     use_cpu_kernels,
@@ -76,6 +81,96 @@ def test_keep_mask_dropout_is_identity_in_eval_and_masks_gradients():
     assert module(x) is x
 
 
+SCALE_01 = 65536 / (65536 - 6554)  # p = 0.1 rounded to 6554 / 65536
+
+
+@pytest.fixture
+def fused():
+    """The fused dropout kernel, built with this machine's compiler (every machine the tests run on has one)."""
+    try:
+        fused_dropout_kernels()
+    except native.NativeUnavailable as exc:
+        pytest.fail(f"the fused dropout kernel did not build here: {exc}")
+
+
+@pytest.mark.usefixtures("fused")
+def test_fused_dropout_has_the_distribution_of_inverted_dropout():
+    torch.manual_seed(0)
+    noise = fused_dropout(torch.ones(2048, 1024), 0.1)
+    kept = noise > 0
+    assert torch.unique(noise).tolist() == [0.0, pytest.approx(SCALE_01)]
+    # 2M draws: the keep rate's standard error is 2.1e-4
+    assert kept.float().mean().item() == pytest.approx(1 - 6554 / 65536, abs=1e-3)
+    assert noise.mean().item() == pytest.approx(1.0, abs=1.5e-3)
+    # No position is favoured: the four quarters of a word, and the places in a thread's block, keep alike.
+    for group in (4, 1024):
+        by_place = kept.view(-1, group).float().mean(0)
+        assert (by_place - by_place.mean()).abs().max().item() < 6 * (0.09 / (kept.numel() / group)) ** 0.5
+    # Neighbours are independent: the rate of "both kept" is the square of the rate.
+    flat = kept.view(-1).float()
+    assert (flat[1:] * flat[:-1]).mean().item() == pytest.approx(flat.mean().item() ** 2, abs=1.5e-3)
+
+
+@pytest.mark.usefixtures("fused")
+def test_fused_dropout_follows_torch_seed_not_the_thread_count():
+    x = torch.randn(3, 1031)  # not a whole number of words or of a thread's blocks
+    torch.manual_seed(5)
+    one = fused_dropout(x, 0.5)
+    torch.set_num_threads(2)
+    torch.manual_seed(5)
+    two = fused_dropout(x, 0.5)
+    assert torch.equal(one, two)
+    assert not torch.equal(one, fused_dropout(x, 0.5))  # the next call draws another seed
+    assert 0.4 < (one == 0).float().mean().item() < 0.6
+    assert fused_dropout(torch.empty(0, 4), 0.5).shape == (0, 4)
+    assert torch.equal(fused_dropout(x, 0.0), x)
+    with pytest.raises(LabError, match=r"\[0, 1\)"):
+        fused_dropout(x, 1.0)
+
+
+@pytest.mark.usefixtures("fused")
+def test_fused_dropout_gradient_is_the_same_mask():
+    x = torch.randn(6, 40, 5, requires_grad=True)
+    torch.manual_seed(2)
+    y = fused_dropout(x.transpose(0, 1), 0.1)  # a non-contiguous input
+    grad = torch.randn(6, 5, 40).permute(2, 0, 1)  # and a non-contiguous gradient, in y's shape [40, 6, 5]
+    y.backward(grad)
+    kept = y.detach() != 0
+    assert torch.equal(y.detach()[kept], x.detach().transpose(0, 1)[kept] * SCALE_01)
+    assert torch.equal(x.grad, torch.where(kept, grad * SCALE_01, 0.0).transpose(0, 1))
+
+
+@pytest.mark.usefixtures("fused")
+def test_fused_dropout_in_bf16_rounds_as_torch_and_keeps_nan():
+    x = torch.randn(64, 100).bfloat16()
+    x[0, :8] = float("nan")
+    torch.manual_seed(1)
+    y = fused_dropout(x, 0.3)
+    scale = 65536 / (65536 - round(0.3 * 65536))
+    kept = y != 0
+    assert y.dtype == torch.bfloat16
+    assert torch.equal(y[kept & ~x.isnan()], (x.float() * scale).bfloat16()[kept & ~x.isnan()])
+    assert y[0, :8].isnan().all()  # dropped or kept, a NaN stays one (x * 0 is NaN in torch too)
+    assert 0.25 < 1 - kept.float().mean().item() < 0.35
+
+
+def test_keep_masks_stand_in_where_the_kernel_is_off(monkeypatch):
+    monkeypatch.setenv(native.NATIVE_SETTING, "0")
+    assert dropout_kind().startswith("keep masks from 16-bit thresholds") and "TRANSFERLAB_NATIVE=0" in dropout_kind()
+    x = torch.ones(4000)
+    torch.manual_seed(7)
+    y = keep_mask_dropout(x, 0.1, training=True)
+    torch.manual_seed(7)
+    assert torch.equal(y, keep_mask((4000,), 0.1, torch.float32, "cpu"))  # torch's keep masks, value for value
+
+
+@pytest.mark.usefixtures("fused")
+def test_dropout_under_vmap_uses_keep_masks():
+    x = torch.ones(3, 500)
+    out = torch.func.vmap(lambda row: keep_mask_dropout(row, 0.5, training=True), randomness="same")(x)
+    assert out.shape == x.shape and set(torch.unique(out).tolist()) <= {0.0, 2.0}
+
+
 @pytest.mark.parametrize("family", FAMILIES)
 def test_lab_attention_equals_sdpa_in_eval(family):
     ids, mask = padded_batch()
@@ -125,6 +220,7 @@ def test_use_cpu_kernels_swaps_every_dropout_and_keeps_parameters():
     after = model.state_dict()
     assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
     assert any("dropout" in n for n in notes) and any("attention" in n for n in notes)
+    assert any(dropout_kind() in n for n in notes)  # the record says how the masks were drawn
     evaluated = lab("bert").eval()
     use_cpu_kernels(evaluated.backbone)  # a model in eval mode stays there, new modules included
     assert not any(m.training for m in evaluated.modules())

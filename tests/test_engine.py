@@ -82,7 +82,9 @@ def test_cpu_runs_record_their_threads_and_kernels():
     record = run(_spec(max_steps=2), threads=2)
     threads = [n for n in record.notes if n.startswith("trained on ")]
     assert len(threads) == 1 and ("1 CPU thread" in threads[0] or "2 CPU threads" in threads[0])
-    assert any("dropout layers draw keep masks" in n for n in record.notes)
+    from labcore.models.cpu_kernels import dropout_kind
+
+    assert any(n.endswith(f"dropout layers, {dropout_kind()}") for n in record.notes)
     assert any("plain attention function" in n for n in record.notes)
 
 
