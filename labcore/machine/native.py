@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import importlib
 import os
 import shutil
 import subprocess
@@ -111,7 +112,7 @@ def load(source: Path) -> ctypes.CDLL:
 @functools.cache
 def _load(source: Path) -> tuple[ctypes.CDLL | None, str]:
     # torch first: the library's OpenMP runtime then resolves to the one torch already has loaded.
-    import torch  # noqa: F401
+    importlib.import_module("torch")
 
     try:
         path = build(source)
@@ -120,3 +121,12 @@ def _load(source: Path) -> tuple[ctypes.CDLL | None, str]:
         return None, str(exc)
     except OSError as exc:
         return None, f"{source.stem} did not load ({exc})"
+
+
+def takes(x, dtypes: tuple) -> bool:
+    """Whether a C kernel can take the tensor ``x``: on the CPU, of one of ``dtypes``, and outside torch.compile
+    (which makes its own kernels) and torch.func's transforms (vmap cannot look inside a C call)."""
+    import torch
+
+    return x.device.type == "cpu" and x.dtype in dtypes and not torch.compiler.is_compiling() and \
+        not torch._C._are_functorch_transforms_active()

@@ -119,10 +119,9 @@ def fused_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def _fuses(x: torch.Tensor) -> bool:
-    """Whether :func:`fused_dropout` serves ``x``: a CPU tensor of a dtype it has, outside torch.func's
-    transforms (vmap cannot look inside a C call), with the kernel built here."""
-    if x.device.type != "cpu" or x.dtype not in (torch.float32, torch.bfloat16) or \
-            torch._C._are_functorch_transforms_active():
+    """Whether :func:`fused_dropout` serves ``x``: a tensor a C kernel takes, of a dtype it has, with the kernel
+    built here."""
+    if not native.takes(x, (torch.float32, torch.bfloat16)):
         return False
     try:
         fused_dropout_kernels()
