@@ -252,3 +252,36 @@ def test_training_with_cpu_kernels_is_reproducible():
             run.append(loss.item())
         losses.append(run)
     assert losses[0] == losses[1]
+
+
+@pytest.mark.usefixtures("fused")
+def test_a_resumed_run_with_fused_dropout_equals_an_uninterrupted_one(tmp_path):
+    import numpy as np
+
+    from labcore.data.encode import Encoded
+    from labcore.engine.train import TrainConfig, train
+
+    g = np.random.default_rng(0)
+    data = Encoded([g.integers(5, 50, size=int(n)) for n in g.integers(4, 12, size=40)], g.integers(0, 3, size=40))
+    cfg = TrainConfig(optimizer="adamw", lr=1e-3, schedule="linear", warmup_ratio=0.1, batch_size=8, epochs=2,
+                      max_steps=0, grad_clip=1.0, weight_decay=0.01, eval_every=100, patience=0, min_steps=0,
+                      min_evals=0, seed=0, loss="ce", precision="fp32")
+
+    def trained(workdir=None, **kwargs):
+        model = lab("bert")
+        use_cpu_kernels(model.backbone)
+        model.train()
+        events = list(train(model, lambda b: model(b.inputs, b.mask), data, cfg, evaluate=lambda: {"value": 0.0},
+                            workdir=workdir, **kwargs))
+        return model, events
+
+    torch.manual_seed(0)
+    straight, _ = trained()
+    calls = []
+    torch.manual_seed(0)
+    trained(tmp_path, should_stop=lambda: "interrupted" if calls.append(1) or len(calls) >= 4 else None)
+    torch.manual_seed(1)  # the checkpoint's generator state, not this one, draws the rest of the masks
+    resumed, events = trained(tmp_path, resume=True)
+    assert [e["step"] for e in events if e["type"] == "step"][0] == 5
+    for (name, a), b in zip(straight.named_parameters(), resumed.parameters()):
+        assert torch.equal(a, b), name
