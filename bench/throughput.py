@@ -7,15 +7,18 @@ steps (data loading included, evaluation excluded):
 
 * lab: the lab's loop as a run on this device trains (sliced vocabulary, the precision ``auto`` gives here
   or ``--precision``, length bucketing, dynamic padding, fused AdamW, the pooled-row last block, and on the
-  CPU the keep-mask dropout and plain attention of labcore.models.cpu_kernels);
+  CPU the fused dropout and plain attention of labcore.models.cpu_kernels);
 * trainer: transformers.Trainer with its defaults (fp32, full vocabulary);
 * trainer_same_precision: the Trainer given the lab's precision (bf16=True where the lab uses bf16).
 
 Each is reported as samples/s, real tokens/s, FLOPs a real token as its step computes them (labcore.engine.flops:
-counted, so the lab's pooled-row last block counts only what it computes), GFLOP/s and MFU against the peak
-measured here in the same run (labcore.machine.device.measure_matmul_flops: large products at the threads in use,
-best of several readings). The lab's GEMM floor is the time its step's linear products alone take
-(labcore.engine.flops.gemm_floor): the samples/s no change outside the matrix products can pass.
+counted, so the lab's pooled-row last block counts only what it computes), GFLOP/s and MFU against this
+machine's kept peak (labcore.machine.device.peak_flops: large products at the threads in use, best of several
+readings, measured once; the figure every run's record uses). The peak is also read again in each round, after
+its measurements, and each round's MFU against that reading is printed with their median: a busy host lowers
+both the step and the reading, so this MFU is the step against the limit it met. The lab's GEMM floor is the
+time its step's linear products alone take (labcore.engine.flops.gemm_floor): the samples/s no change outside the
+matrix products can pass.
 
 A shared machine's speed drifts by 10-20 % over minutes, so the three are measured in turn for several
 rounds and each figure is the median over the rounds; every round is printed too.
@@ -23,7 +26,7 @@ rounds and each figure is the median over the rounds; every round is printed too
 ``--breakdown`` instead prints where the lab's step spends its time, operator by operator (torch.profiler).
 
 Last line: throughput lab=<samples/s> trainer=<samples/s> ratio=<x> trainer_same_precision=<samples/s>
-ratio_same_precision=<y> lab_mfu=<m> trainer_mfu=<t> peak_gflops=<p>
+ratio_same_precision=<y> lab_mfu=<m> trainer_mfu=<t> peak_gflops=<p> lab_mfu_round=<r> trainer_mfu_round=<s>
 """
 
 from __future__ import annotations
@@ -296,18 +299,27 @@ def main() -> None:
     if args.breakdown:
         print("\n".join(step_breakdown(setting)))
         return
+    device = "cuda" if torch.cuda.is_available() else "cpu"
     labs, trainers, sames, floors = [], [], [], []
+    round_mfus: dict[str, list[float]] = {"lab": [], "trainer": []}
     for round_ in range(1, args.rounds + 1):
         lab = lab_speed(setting)
         trainer = trainer_speed(setting)
         same = trainer_speed(setting, TrainerOptions(bf16=lab.precision == "bf16"))
         floors.append(lab_floor(setting))
         labs.append(lab), trainers.append(trainer), sames.append(same)
+        # The machine's speed drifts with what else its host runs: a peak read in the same round is the limit
+        # the round's steps met, where the kept peak is the machine's best moment.
+        read = {p: devices.measure_matmul_flops(device, p) for p in sorted({lab.precision, "fp32"})}
+        round_mfus["lab"].append(lab.gflops() * 1e9 / read[lab.precision])
+        round_mfus["trainer"].append(trainer.gflops() * 1e9 / read["fp32"])
         print(f"round {round_}: lab {lab.samples_per_s:.1f} ({lab.precision}), trainer (defaults, fp32) "
               f"{trainer.samples_per_s:.1f}, trainer ({lab.precision}) {same.samples_per_s:.1f} samples/s; "
-              f"GEMM floor {floors[-1][0].seconds / floors[-1][1] * args.batch * 1e3:.0f} ms a step", flush=True)
+              f"GEMM floor {floors[-1][0].seconds / floors[-1][1] * args.batch * 1e3:.0f} ms a step; peak read "
+              f"{read[lab.precision] / 1e9:,.1f} GFLOP/s ({lab.precision}): MFU lab {round_mfus['lab'][-1]:.1%}, "
+              f"trainer {round_mfus['trainer'][-1]:.1%}", flush=True)
     lab, trainer, same = (median_measured(v) for v in (labs, trainers, sames))
-    device = "cuda" if torch.cuda.is_available() else "cpu"
+    lab_round_mfu, trainer_round_mfu = (statistics.median(round_mfus[k]) for k in ("lab", "trainer"))
     # The machine's kept peak (the best of its first measurements, the figure every run's record uses), and a
     # reading now, which a busy moment lowers.
     peaks = {p: devices.peak_flops(device, p) for p in sorted({lab.precision, "fp32"})}
@@ -325,12 +337,15 @@ def main() -> None:
           f"{floor.flops_per_s / 1e9:.1f} GFLOP/s, "
           f"{floor.flops_per_s / peaks[lab.precision]:.1%} of peak): at most {1 / per_sample:.1f} samples/s; the "
           f"step took {lab.step_s * 1e3:.1f} ms ({per_sample * setting.batch / lab.step_s:.1%} of it the floor)")
+    print(f"MFU against each round's own peak reading (median over the rounds): lab {lab_round_mfu:.1%}, "
+          f"trainer (defaults) {trainer_round_mfu:.1%}")
     print(f"{machine()}")
     print(f"throughput lab={lab.samples_per_s:.1f} trainer={trainer.samples_per_s:.1f} "
           f"ratio={lab.samples_per_s / trainer.samples_per_s:.2f} trainer_same_precision={same.samples_per_s:.1f} "
           f"ratio_same_precision={lab.samples_per_s / same.samples_per_s:.2f} "
           f"lab_mfu={lab.gflops() * 1e9 / peaks[lab.precision]:.3f} "
-          f"trainer_mfu={trainer.gflops() * 1e9 / peaks['fp32']:.3f} peak_gflops={peaks[lab.precision] / 1e9:.1f}")
+          f"trainer_mfu={trainer.gflops() * 1e9 / peaks['fp32']:.3f} peak_gflops={peaks[lab.precision] / 1e9:.1f} "
+          f"lab_mfu_round={lab_round_mfu:.3f} trainer_mfu_round={trainer_round_mfu:.3f}")
 
 
 if __name__ == "__main__":
