@@ -5,7 +5,8 @@ vocabulary) on the same batches of the ``nested`` corpus (32 sequences of 92-122
 masking (80/10/10) and the same precision (bf16 autocast where the hardware has it, else fp32):
 
 * lab: :mod:`labcore.pretrain` through the lab's training loop: the decoder, and the last block's queries
-  and feed-forward, on the masked positions only; fused AdamW, and on the CPU the keep-mask dropout and plain attention of ``labcore.models.cpu_kernels``;
+  and feed-forward, on the masked positions only; fused AdamW, and on the CPU the fused dropout and plain
+  attention of ``labcore.models.cpu_kernels``;
 * plain: ``RobertaForMaskedLM`` as a transformers user writes it: labels -100 on unmasked positions, so
   the decoder runs on every position; torch's AdamW; SDPA attention.
 
