@@ -17,6 +17,19 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
+def env_switch(name: str, default: bool, meaning: str) -> bool:
+    """A switch from the environment variable ``name``: 1 on, 0 off, unset ``default``; a clear error otherwise.
+
+    ``meaning`` completes "set it to …" in the message (what each value does, and which is the default).
+    """
+    from labcore.errors import LabError
+
+    text = os.environ.get(name, "").strip()
+    if text not in ("", "0", "1"):
+        raise LabError(f"{name}={text!r}: set it to {meaning}")
+    return default if text == "" else text == "1"
+
+
 def env_number(name: str, default: float, meaning: str) -> float:
     """A number from the environment variable ``name`` (``default`` when unset); a clear error otherwise.
 

@@ -20,7 +20,6 @@ import os
 from typing import Any
 
 from labcore import paths
-from labcore.errors import LabError
 from labcore.machine.hardware import (  # noqa: F401  (re-exported for callers)
     LOSS_EVERY, SETTING, budget_device, choose_device, cpu_flags, describe, kind, least_used_gpu, loss_every,
     peak_memory_mb, requested, torch_has_cuda, visible_gpus, worker_gpus)
@@ -118,11 +117,8 @@ def compile_enabled() -> bool:
     (``bench/levers.py``, medians of two interleaved rounds), since the step's time is mostly its matrix
     products, which compiling leaves to the same library; the compile took about 46 s cold and 3-4 s from the
     warm cache."""
-    text = os.environ.get(COMPILE_SETTING, "").strip()
-    if text not in ("", "0", "1"):
-        raise LabError(f"{COMPILE_SETTING}={text!r}: set it to 1 to compile models with torch.compile, or 0 (the "
-                       f"default) not to")
-    return text == "1"
+    return paths.env_switch(COMPILE_SETTING, False, "1 to compile models with torch.compile, or 0 (the default) "
+                                                    "not to")
 
 
 def compile_blocks(model: Any) -> Any:

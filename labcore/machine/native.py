@@ -25,7 +25,6 @@ import tempfile
 from pathlib import Path
 
 from labcore import paths
-from labcore.errors import LabError
 from labcore.machine.hardware import cpu_flags, describe
 
 NATIVE_SETTING = "TRANSFERLAB_NATIVE"
@@ -39,11 +38,8 @@ class NativeUnavailable(RuntimeError):
 
 def native_enabled() -> bool:
     """``TRANSFERLAB_NATIVE=0`` keeps every step on torch's own kernels; unset or 1 uses native ones."""
-    text = os.environ.get(NATIVE_SETTING, "").strip()
-    if text not in ("", "0", "1"):
-        raise LabError(f"{NATIVE_SETTING}={text!r}: set it to 0 to train with torch's kernels only, or 1 (the "
-                       f"default) to build the lab's C kernels with this machine's compiler")
-    return text != "0"
+    return paths.env_switch(NATIVE_SETTING, True, "0 to train with torch's kernels only, or 1 (the default) to "
+                                                  "build the lab's C kernels with this machine's compiler")
 
 
 def compiler() -> str | None:
