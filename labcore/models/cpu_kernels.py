@@ -47,6 +47,8 @@ DROPOUT_SOURCE = Path(__file__).with_name("cpu_dropout.c")
 def _threshold_scale(p: float) -> tuple[int, float]:
     """Drop where a uniform 16-bit quarter is below the threshold; scale the kept elements so the noise has mean
     exactly 1 for the rounded ``p``."""
+    if not 0.0 <= p < 1.0:
+        raise LabError(f"dropout probability must be in [0, 1), got {p}")
     threshold = round(p * 2 ** _BITS)
     return threshold, 2 ** _BITS / (2 ** _BITS - threshold)
 
@@ -56,10 +58,8 @@ def keep_mask(shape: torch.Size | tuple[int, ...], p: float, dtype: torch.dtype,
 
     ``p`` is rounded to a multiple of 2**-16 and the scale uses that rounded value, so the noise has mean
     exactly 1 (before it is cast to ``dtype``, which is what torch's own dropout does too)."""
-    if not 0.0 <= p < 1.0:
-        raise LabError(f"dropout probability must be in [0, 1), got {p}")
-    n = math.prod(shape)
     threshold, scale = _threshold_scale(p)
+    n = math.prod(shape)
     # The full signed range: random_() alone would leave the top bit of every word at 0.
     words = torch.empty(-(-n // _PER_WORD), dtype=torch.int64, device=device).random_(-2 ** 63, 2 ** 63 - 1)
     quarters = words.view(torch.int16)[:n].view(shape)
@@ -113,21 +113,22 @@ class _FusedDropout(torch.autograd.Function):
 def fused_dropout(x: torch.Tensor, p: float) -> torch.Tensor:
     """Inverted dropout of ``x`` (training) by the C kernel: the distribution of :func:`keep_mask`'s noise times
     ``x``, in one pass. Raises ``NativeUnavailable`` where the kernel is not built."""
-    if not 0.0 <= p < 1.0:
-        raise LabError(f"dropout probability must be in [0, 1), got {p}")
     return _FusedDropout.apply(x, p)
+
+
+def _unbuilt() -> str:
+    """Why the fused dropout kernel is not built here; "" where it is."""
+    try:
+        fused_dropout_kernels()
+    except native.NativeUnavailable as exc:
+        return str(exc)
+    return ""
 
 
 def _fuses(x: torch.Tensor) -> bool:
     """Whether :func:`fused_dropout` serves ``x``: a tensor a C kernel takes, of a dtype it has, with the kernel
     built here."""
-    if not native.takes(x, (torch.float32, torch.bfloat16)):
-        return False
-    try:
-        fused_dropout_kernels()
-    except native.NativeUnavailable:
-        return False
-    return True
+    return native.takes(x, (torch.float32, torch.bfloat16)) and not _unbuilt()
 
 
 def keep_mask_dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
@@ -198,10 +199,9 @@ def kernels_for(backbone: nn.Module, device: str) -> list[str]:
 
 def dropout_kind() -> str:
     """How :class:`KeepMaskDropout` draws its masks in this process, in words for the run's record."""
-    try:
-        fused_dropout_kernels()
-    except native.NativeUnavailable as exc:
-        return f"keep masks from 16-bit thresholds (no fused dropout kernel: {exc})"
+    why = _unbuilt()
+    if why:
+        return f"keep masks from 16-bit thresholds (no fused dropout kernel: {why})"
     return "fused dropout kernel (16-bit thresholds on a SplitMix64 stream of torch's seed)"
 
 
