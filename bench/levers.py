@@ -45,10 +45,12 @@ sys.path.insert(0, str(REPO / "bench"))
 from throughput import Setting, TrainerOptions, lab_speed, machine, trainer_speed  # noqa: E402
 
 from labcore.machine.device import compile_blocks  # noqa: E402
+from labcore.machine.native import NATIVE_SETTING  # noqa: E402
 
 ALLOCATORS = {"jemalloc": "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2",
               "tcmalloc": "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"}
 BOUND_THREADS = (("OMP_PROC_BIND", "close"), ("OMP_PLACES", "cores"))
+TORCH_KEEP_MASKS = ((NATIVE_SETTING, "0"),)  # the lab's dropout by torch's keep masks, not its C kernel
 DISCIPLINES = ("dna-splice", "text-sentiment")
 # A lever pays where it gains at least this much on each discipline measured: less is within a shared
 # machine's drift between rounds.
@@ -77,11 +79,11 @@ LEVERS = (
     Lever("lab bf16", "lab fp32", precision="bf16", adopted=" (bf16 only where its products measured faster)"),
     Lever("lab fp32 compiled blocks", "lab fp32", change="compile"),
     Lever("lab fp32 fused QKV", "lab fp32", change="fused-qkv"),
-    Lever("lab fp32 torch keep masks", "lab fp32", env=(("TRANSFERLAB_NATIVE", "0"),),
+    Lever("lab fp32 torch keep masks", "lab fp32", env=TORCH_KEEP_MASKS,
           adopted=" (the lab's dropout is the fused C kernel wherever this machine's compiler builds it; this row is "
                   "the lab without it)"),
     Lever("lab fp32 keep mask by where", "lab fp32 torch keep masks", change="keep-mask-where",
-          env=(("TRANSFERLAB_NATIVE", "0"),)),
+          env=TORCH_KEEP_MASKS),
     Lever("lab fp32 attention by baddbmm", "lab fp32", change="baddbmm-attention"),
     Lever("lab fp32 jemalloc", "lab fp32", env=(("LD_PRELOAD", ALLOCATORS["jemalloc"]),)),
     Lever("lab fp32 tcmalloc", "lab fp32", env=(("LD_PRELOAD", ALLOCATORS["tcmalloc"]),)),
