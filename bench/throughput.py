@@ -302,6 +302,7 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     labs, trainers, sames, floors = [], [], [], []
     round_mfus: dict[str, list[float]] = {"lab": [], "trainer": []}
+    reads: dict[str, list[float]] = {}
     for round_ in range(1, args.rounds + 1):
         lab = lab_speed(setting)
         trainer = trainer_speed(setting)
@@ -311,6 +312,8 @@ def main() -> None:
         # The machine's speed drifts with what else its host runs: a peak read in the same round is the limit
         # the round's steps met, where the kept peak is the machine's best moment.
         read = {p: devices.measure_matmul_flops(device, p) for p in sorted({lab.precision, "fp32"})}
+        for p, rate in read.items():
+            reads.setdefault(p, []).append(rate)
         round_mfus["lab"].append(lab.gflops() * 1e9 / read[lab.precision])
         round_mfus["trainer"].append(trainer.gflops() * 1e9 / read["fp32"])
         print(f"round {round_}: lab {lab.samples_per_s:.1f} ({lab.precision}), trainer (defaults, fp32) "
@@ -320,13 +323,13 @@ def main() -> None:
               f"trainer {round_mfus['trainer'][-1]:.1%}", flush=True)
     lab, trainer, same = (median_measured(v) for v in (labs, trainers, sames))
     lab_round_mfu, trainer_round_mfu = (statistics.median(round_mfus[k]) for k in ("lab", "trainer"))
-    # The machine's kept peak (the best of its first measurements, the figure every run's record uses), and a
-    # reading now, which a busy moment lowers.
+    # The machine's kept peak (the best of its first measurements, the figure every run's record uses), beside
+    # the rounds' own readings, which a busy moment lowers.
     peaks = {p: devices.peak_flops(device, p) for p in sorted({lab.precision, "fp32"})}
     for p, rate in peaks.items():
-        now = devices.measure_matmul_flops(device, p)
         print(f"peak {p}: {rate / 1e9:,.1f} GFLOP/s kept for this machine (products of {devices.PEAK_SIDE['cpu']}, "
-              f"best of {devices.PEAK_READINGS} readings a measurement); {now / 1e9:,.1f} now")
+              f"best of {devices.PEAK_READINGS} readings a measurement); read in the rounds: "
+              f"{', '.join(f'{r / 1e9:,.1f}' for r in reads[p])}")
     floor, floor_samples = sorted(floors, key=lambda f: f[0].seconds / f[1])[len(floors) // 2]
     per_sample = floor.seconds / floor_samples
     print(describe(f"lab ({lab.precision})", lab, peaks[lab.precision]))
