@@ -33,8 +33,8 @@ from labcore.results.record import RunRecord
 from labcore.spec import MINILM_TOKENS_PER_S, MINILM_TOKENS_PER_S_BF16
 
 # What a model trains at where no run of it was measured here, by the precision ``auto`` gives on this CPU:
-# MiniLM's quick-budget measurements (see labcore.spec). Other models have no typical figure: their time is
-# promised only once one of them ran.
+# MiniLM's quick-budget measurements (labcore/spec/priors.json, each with its machine and date). Other models
+# have no typical figure: their time is promised only once one of them ran.
 TYPICAL_TOKENS_PER_S = {"minilm": {"fp32": MINILM_TOKENS_PER_S, "bf16": MINILM_TOKENS_PER_S_BF16}}
 
 

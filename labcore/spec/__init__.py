@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from labcore.spec.budgets import (  # noqa: F401  (re-exported: callers read the budgets here)
@@ -48,15 +49,22 @@ MIN_MAX_LENGTH = 8
 COUNTS = ("mapping_k", "mapping_seed", "max_length", "seed")
 COUNT_LIMIT = 2**31
 
-# What a quick run costs, for the time the pages promise: MiniLM trains about 1,850 tokens/s on 2 idle cores in
-# fp32 at batch 16 (the quick budget on dna-splice: 30.0 samples/s of 62 tokens in the engine's integration
-# test; bench/throughput.py's lab loop 27.5-30.7 samples/s), the typical figure where no run was measured on
-# this machine yet (labcore.engine.speed measures the runs that finished here); evaluating is a forward pass, about a
-# third of a training step; preparing (data from the cache, the model) takes a few seconds. A CPU with native
-# bf16 (AVX-512 BF16 or AMX), where ``auto`` precision is bf16, trained the same run at 57-69 samples/s:
-# 3,600-4,300 tokens/s.
-MINILM_TOKENS_PER_S = 1_850
-MINILM_TOKENS_PER_S_BF16 = 3_900
+# What a quick run costs, for the time the pages promise: MiniLM's training speed on a CPU without native bf16
+# (fp32) and on one with it (AVX-512 BF16 or AMX, where ``auto`` precision is bf16), the typical figures where no
+# run was measured on this machine yet (labcore.engine.speed measures the runs that finished here). They are
+# measurements, so they live in priors.json beside this module, each with the machine and date it came from.
+# Evaluating is a forward pass, about a third of a training step; preparing (data from the cache, the model)
+# takes a few seconds.
+PRIORS_FILE = Path(__file__).with_name("priors.json")
+
+
+def prior(name: str) -> float:
+    """The measured figure ``name`` of priors.json (its ``value``; the file says the machine and date of each)."""
+    return json.loads(PRIORS_FILE.read_text(encoding="utf-8"))[name]["value"]
+
+
+MINILM_TOKENS_PER_S = prior("minilm_tokens_per_s_fp32")
+MINILM_TOKENS_PER_S_BF16 = prior("minilm_tokens_per_s_bf16")
 EVAL_SPEED_UP = 3.0
 PREPARE_S = 5.0
 

@@ -86,8 +86,8 @@ BUDGET_PARAMS = dataclasses.fields(BudgetParams)  # for forms: name, type and me
 TRAIN_FIELDS = tuple(f.name for f in BUDGET_PARAMS)
 
 # Budget presets. "quick" is a teaching demo: one MiniLM run in about three minutes on a 2-core CPU. Training
-# costs about the same per token on every discipline (MiniLM, fp32, 2 idle cores: about 1,850 tokens/s, see
-# labcore.spec.MINILM_TOKENS_PER_S), so the token budget caps the training set: 2 epochs of 140,000 tokens take
+# costs about the same per token on every discipline (MiniLM, fp32, 2 idle cores: about 1,850 tokens/s, measured
+# as labcore/spec/priors.json says), so the token budget caps the training set: 2 epochs of 140,000 tokens take
 # about 150 s of steps (splice: 2,258 of its 2,868 examples; the whole run 172 s), leaving room for preparing
 # and evaluating.
 # "paper" is each paper's own recipe: Kao (Adam 1e-5, batch 32, no warm-up, linear decay), FPT (Adam
