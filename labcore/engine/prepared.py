@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Callable
 
 from labcore import data as data_registry
+from labcore.durable import CommitFn, write_file
+from labcore.durable import write_text as write_text_file  # noqa: F401  (run.py writes its small files through it)
 from labcore.errors import LabError
 from labcore.spec import RunSpec, parse_train_size
 
-CommitFn = Callable[[Path, Path], None]  # moves a finished temporary file into place
 BEST_WEIGHTS = "best.safetensors"  # a finished run's trainable parameters by name, in its folder
 
 
@@ -116,30 +116,8 @@ def save_trained(model, workdir: Path, commit_file: CommitFn = os.replace) -> Pa
     """Write the trainable parameters of a finished run (what :func:`load_trained` reads back)."""
     from safetensors.torch import save_file
 
-    path = workdir / BEST_WEIGHTS
     state = {n: p.detach().float().contiguous().cpu() for n, p in model.named_parameters() if p.requires_grad}
-    tmp = _tmp_beside(path)
-    try:
-        save_file(state, str(tmp))
-        commit_file(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)  # a failed or refused write leaves nothing half-written
-    return path
-
-
-def _tmp_beside(path: Path) -> Path:
-    """A temporary name next to ``path`` that no other process writes (its pid is in it)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
-
-
-def write_text_file(path: Path, text: str, commit_file: CommitFn = os.replace) -> Path:
-    tmp = _tmp_beside(path)
-    try:
-        tmp.write_text(text)
-        commit_file(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    return path
+    return write_file(workdir / BEST_WEIGHTS, lambda tmp: save_file(state, str(tmp)), commit_file)
 
 
 def load_trained(spec: RunSpec, workdir: Path, *, attn_implementation: str = "sdpa") -> Prepared:

@@ -31,10 +31,10 @@ import torch
 from labcore.machine import device as devices
 from labcore.machine.device import autocast
 from labcore.data.encode import Batch, Encoded, iterate
+from labcore.durable import CommitFn, write_file
 from labcore.events import CheckpointEvent, EvalEvent, LogEvent, StepEvent, TrainEndEvent
 from labcore.spec import TrainParams
 
-CommitFn = Callable[[Path, Path], None]
 StopFn = Callable[[], "str | None"]
 ForwardFn = Callable[[Batch], torch.Tensor]
 EvaluateFn = Callable[[], dict[str, float]]  # -> {"value": metric, "loss": loss}
@@ -255,14 +255,10 @@ class TrainingLoop:
         # up to this one by the time the checkpoint exists, so a resumed run's stream never has a gap. A
         # kill in between leaves the previous checkpoint, and the stream doubles back, which readers drop.
         yield CheckpointEvent(step=self.st.step, path=str(self.resume_path)).to_dict()
-        tmp = self.resume_path.with_name(f".{self.resume_path.name}.{os.getpid()}.tmp")  # one per writer
-        try:
-            torch.save({"params": {n: p.detach().clone() for n, p in self.named.items()},
-                        "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
-                        "rng": _rng_state(), **self.st.to_checkpoint()}, tmp)
-            self.hooks.commit_file(tmp, self.resume_path)
-        finally:
-            tmp.unlink(missing_ok=True)  # a failed or refused write leaves nothing half-written
+        state = {"params": {n: p.detach().clone() for n, p in self.named.items()},
+                 "optimizer": self.optimizer.state_dict(), "scheduler": self.scheduler.state_dict(),
+                 "rng": _rng_state(), **self.st.to_checkpoint()}
+        write_file(self.resume_path, lambda tmp: torch.save(state, tmp), self.hooks.commit_file)
 
     def finish(self, status: str, error: str | None = None) -> dict[str, Any]:
         """Hand back the best weights (the caller tests those); the train_end event (``error``: why a

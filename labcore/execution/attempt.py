@@ -11,6 +11,7 @@ into a job's log. This module imports no torch (handlers import it inside their 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import sys
@@ -215,6 +216,7 @@ def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_
         if load_error:
             raise RuntimeError(f"the job kinds could not be imported:\n{load_error}")
         kind = jobs.get_kind(kind_name)
+        ctx = dataclasses.replace(ctx, checkpoint=kind.checkpoint)  # the kind names its file, once
         ctx.workdir.mkdir(parents=True, exist_ok=True)
         if health.free_mb(ctx.workdir) < min_free_mb:
             # Checkpoints and weights need room; failing now beats failing at the first checkpoint.

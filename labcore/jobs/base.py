@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
+from labcore import durable
 from labcore.errors import LabError
 
 if TYPE_CHECKING:
@@ -47,6 +48,35 @@ class JobContext:
     # labcore.store.Fenced) once this attempt was superseded, so a stalled worker never overwrites the
     # checkpoint or the artifacts of the attempt that resumed the job.
     commit_file: Callable[[Path, Path], None] = os.replace
+    checkpoint: str = ""  # the kind's checkpoint file in ``workdir`` (run_attempt fills it in from the kind)
+
+    def write_file(self, name: str, write: Callable[[Path], Any]) -> Path:
+        """Write the file ``name`` of the job's folder whole or not at all: ``write(tmp)`` fills a temporary
+        file, which is synced and moved into place by ``commit_file`` (see :mod:`labcore.durable`)."""
+        return durable.write_file(self.workdir / name, write, self.commit_file)
+
+    def save_checkpoint(self, state: Any) -> Path:
+        """Keep ``state`` (JSON-able) as the kind's checkpoint; a kill during the write leaves the last one.
+
+        Yield the ``checkpoint`` event just before: the worker then stores every event up to it first, so a
+        resumed attempt's stream never has a gap."""
+        return durable.write_json(self.workdir / self._checkpoint_name(), state, self.commit_file)
+
+    def load_checkpoint(self) -> Any:
+        """The state the last :meth:`save_checkpoint` kept (what a resumed attempt continues from)."""
+        path = self.workdir / self._checkpoint_name()
+        try:
+            return json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise LabError(f"{path} is missing, so the job cannot continue from it: resume needs a checkpoint, "
+                           f"or rerun the job from the start") from None
+        except ValueError as exc:
+            raise LabError(f"{path} does not load ({exc}); delete it and rerun the job from the start") from None
+
+    def _checkpoint_name(self) -> str:
+        if not self.checkpoint:
+            raise LabError("this job kind keeps no checkpoint: register it with checkpoint=\"FILE\" to keep one")
+        return self.checkpoint
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ def analyze_here(spec, store, log=lambda _m: None) -> dict:
     started = time.perf_counter()
     result = None
     for event in kind.handler(kind.from_dict(job.spec), jobs.JobContext(workdir=store.workdir(job.key),
-                                                                       inputs=inputs)):
+                                                                       inputs=inputs, checkpoint=kind.checkpoint)):
         if event["type"] == LOG:
             log(event["message"])
         elif event["type"] == RESULT:

@@ -14,12 +14,11 @@ import it.
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any
 
-from labcore import paths
+from labcore import durable, paths
 from labcore.machine.hardware import describe, kind, peak_memory_mb, visible_gpus
 
 RATES_FILE = "device-rates.json"
@@ -105,9 +104,7 @@ def peak_flops(device: str, precision: str, *, path: Path | None = None) -> floa
     old = rates.get(key, {"flops_per_s": 0.0, "readings": 0})
     rates[key] = {"flops_per_s": max(rate, old["flops_per_s"]), "readings": old["readings"] + 1}
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(rates, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    durable.write_json(path, rates, indent=1, sort_keys=True)
     return rates[key]["flops_per_s"]
 
 

@@ -33,8 +33,8 @@ from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
 from labcore.machine import device as devices
 from labcore.machine.device import autocast, resolve_precision
 from labcore.engine.train import TrainConfig, summarize_losses, train
+from labcore.durable import CommitFn
 
-CommitFn = Callable[[Path, Path], None]
 StopFn = Callable[[], "str | None"]
 
 EVAL_SEQUENCES = 64  # held out, drawn with another seed; enough for a steady curve at a few seconds' cost

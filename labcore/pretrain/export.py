@@ -14,14 +14,14 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from labcore import assets
+from labcore import assets, durable
+from labcore.durable import CommitFn
 from labcore.errors import LabError
 from labcore.models import install_folder, models_dir, read_card
 from labcore.pretrain.mlm import HEAD_FILE
 
-CommitFn = Callable[[Path, Path], None]
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt")
 CARD_FILE = "card.json"
 
@@ -78,12 +78,8 @@ def save_lab_model(name: str, model: Any, record: dict[str, Any], *, workdir: Pa
                            f"accuracy {record['eval_accuracy']:.3f}, {record['wall_s']:.0f} s")
     card["licence"] = "made in this lab (token ids of MiniLM's vocabulary: Apache-2.0)"
     if workdir is not None:
-        tmp = workdir / f".{CARD_FILE}.{os.getpid()}.tmp"
-        try:
-            tmp.write_text(json.dumps(card, indent=1, sort_keys=True, default=str) + "\n")
-            commit_file(tmp, workdir / CARD_FILE)
-        finally:
-            tmp.unlink(missing_ok=True)
+        durable.write_text(workdir / CARD_FILE, json.dumps(card, indent=1, sort_keys=True, default=str) + "\n",
+                           commit_file)
     head = {"dense.weight": model.dense.weight, "dense.bias": model.dense.bias, "norm.weight": model.norm.weight,
             "norm.bias": model.norm.bias, "bias": model.bias}
     stamp = {"key": record.get("key"), "wall_s": record.get("wall_s"), "steps": record.get("steps")}

@@ -3,14 +3,13 @@ helper that keeps derived arrays (unigram table, tokenised texts) under ``cache/
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from labcore import assets
+from labcore import assets, durable
 from labcore.errors import LabError
 
 VOCAB_ASSET = "minilm"
@@ -54,10 +53,7 @@ def cached_array(path: Path, build: Callable[[], np.ndarray]) -> np.ndarray:
         return np.load(path)
     array = build()
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        np.save(handle, array)
-    os.replace(tmp, path)
+    durable.write_file(path, lambda tmp: np.save(tmp, array))
     return array
 
 

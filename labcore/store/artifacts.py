@@ -6,9 +6,10 @@ folders alone."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
+
+from labcore import durable
 
 RECORD_FILE = "record.json"
 
@@ -31,12 +32,7 @@ class Artifacts:
         """The job's finished record as JSON in its folder (written whole, then renamed into place)."""
         folder = self.folder(record["key"])
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = folder / f".{RECORD_FILE}.{os.getpid()}.tmp"
-        try:
-            tmp.write_text(json.dumps(record, sort_keys=True, default=str))
-            os.replace(tmp, folder / RECORD_FILE)
-        finally:
-            tmp.unlink(missing_ok=True)
+        durable.write_json(folder / RECORD_FILE, record, sort_keys=True, default=str)
 
     def records(self) -> dict[str, dict[str, Any]]:
         """The ``record.json`` of every job folder that has a readable one, by key."""

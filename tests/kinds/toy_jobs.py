@@ -1,10 +1,10 @@
 """Two toy job kinds, registered in a few lines each: what a new kind of background work costs.
 
-``count`` counts to ``n`` (one step event a number; every 5 a checkpoint, announced before its file is
-written so the stream always holds the steps the file has, and a resumed attempt goes on from there); ``double`` needs a finished ``count`` job and doubles its total.
+``count`` counts to ``n`` (one step event a number; every 5 a checkpoint, announced before the kind API
+writes it so the stream always holds the steps the file has, and a resumed attempt goes on from there);
+``double`` needs a finished ``count`` job and doubles its total.
 """
 
-import json
 import time
 from dataclasses import dataclass
 
@@ -19,14 +19,13 @@ class CountSpec:
 
 @job_kind("count", CountSpec, label=lambda s: f"count to {s.n}", checkpoint="count.json")
 def count(spec, ctx):
-    checkpoint = ctx.workdir / "count.json"
-    start = json.loads(checkpoint.read_text())["i"] if ctx.resume else 0
+    start = ctx.load_checkpoint()["i"] if ctx.resume else 0
     for i in range(start + 1, spec.n + 1):
         time.sleep(spec.pause_s)
         yield {"type": "step", "step": i, "loss": 1.0 / i}
         if i % 5 == 0:
             yield {"type": "checkpoint", "step": i}
-            checkpoint.write_text(json.dumps({"i": i}))
+            ctx.save_checkpoint({"i": i})
     yield {"type": "result", "status": "done", "record": {"total": spec.n * (spec.n + 1) // 2}}
 
 

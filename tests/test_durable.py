@@ -1,0 +1,90 @@
+"""Files a kill cannot tear: a checkpoint a reader can see always loads, whenever its writer was killed."""
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from labcore import durable
+from labcore.errors import LabError
+from labcore.jobs import JobContext
+
+# A child that keeps saving checkpoints of its kind through the job-kind API, each larger than a pipe's or a
+# page's worth (so a write takes many system calls a kill can land between), continuing from the last one.
+WRITER = """
+import sys
+from pathlib import Path
+from labcore.jobs import JobContext
+
+ctx = JobContext(workdir=Path(sys.argv[1]), checkpoint="state.json", resume=Path(sys.argv[1], "state.json").exists())
+i = ctx.load_checkpoint()["i"] if ctx.resume else 0
+print("ready", flush=True)
+while True:
+    i += 1
+    ctx.save_checkpoint({"i": i, "pad": [i] * 40_000})
+"""
+
+
+def _check(state: dict) -> int:
+    assert state["pad"] == [state["i"]] * 40_000, "a checkpoint holds parts of two writes"
+    return state["i"]
+
+
+def test_a_checkpoint_killed_at_random_points_always_loads(tmp_path):
+    rng = random.Random(43)
+    ctx = JobContext(workdir=tmp_path, checkpoint="state.json")
+    last = 0
+    for _ in range(25):
+        child = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(rng.uniform(0.0, 0.25))  # somewhere inside one of the many writes
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=30)
+        if (tmp_path / "state.json").exists():
+            i = _check(ctx.load_checkpoint())
+            assert i >= last, "a kill took the checkpoint back to an older one"
+            last = i
+    assert last > 25, f"the writers saved only {last} checkpoints: the kills did not land among writes"
+    # Whatever a kill left behind is a temporary file, never the checkpoint's own name.
+    assert all(p.name == "state.json" or p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_a_refused_commit_leaves_the_old_file_and_no_temporary(tmp_path):
+    path = durable.write_json(tmp_path / "x.json", {"v": 1})
+
+    def refuse(tmp, final):
+        raise RuntimeError("superseded")
+
+    with pytest.raises(RuntimeError):
+        durable.write_json(path, {"v": 2}, refuse)
+    assert json.loads(path.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_loading_a_missing_or_broken_checkpoint_names_the_file_and_the_fix(tmp_path):
+    ctx = JobContext(workdir=tmp_path, checkpoint="state.json")
+    with pytest.raises(LabError, match="state.json is missing.*rerun"):
+        ctx.load_checkpoint()
+    (tmp_path / "state.json").write_text("")
+    with pytest.raises(LabError, match="does not load.*delete it"):
+        ctx.load_checkpoint()
+    with pytest.raises(LabError, match="keeps no checkpoint"):
+        JobContext(workdir=tmp_path).save_checkpoint({})
+
+
+def test_the_commit_goes_through_the_callers_rename(tmp_path):
+    seen = []
+
+    def commit(tmp, final):
+        seen.append((tmp.name, final.name))
+        os.replace(tmp, final)
+
+    JobContext(workdir=tmp_path, checkpoint="c.json", commit_file=commit).save_checkpoint({"i": 1})
+    assert seen == [(f".c.json.{os.getpid()}.tmp", "c.json")]
+    assert Path(tmp_path / "c.json").read_text() == '{"i": 1}'
