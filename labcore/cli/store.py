@@ -55,15 +55,23 @@ def cmd_store(args: argparse.Namespace) -> int:
     if args.action in ("export", "import"):
         return _archive(args)
     root = _root(args)
+    if not repair.exists(root):
+        print(f"no store at {root} yet (the lab makes it with its first job): nothing to {args.action}")
+        return 0
     report = repair.check(root) if args.action == "check" else repair.repair(root)
     for problem in report.problems:
         print(f"problem: {problem}")
     for action in report.actions:
         print(f"done: {action}")
     if args.action == "check":
-        print("the store is sound" if report.ok else f"run `{REPAIR_HINT}` to fix it")
+        print("the store is sound" if report.ok else f"{len(report.problems)} problem(s); run `{REPAIR_HINT}` "
+                                                     f"to fix what is safe to fix")
         return 0 if report.ok else 1
-    return 0 if repair.check(root).ok else 1
+    left = repair.check(root).problems
+    for problem in left:
+        print(f"still: {problem}")
+    print("the store is sound" if not left else f"{len(left)} problem(s) left: each says what would fix it")
+    return 0 if not left else 1
 
 
 def _du(args: argparse.Namespace) -> int:
