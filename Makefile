@@ -1,13 +1,15 @@
-# Transfer Lab: `make run` sets up and starts the app, `make test` sets up and runs the tests.
+# Transfer Lab: `make run` sets up and starts the app, `make test` sets up and runs the tests (and builds the
+# documentation: `make docs` alone).
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.requirements-installed
 RAY_STAMP := $(VENV)/.requirements-ray-installed
+DOCS_STAMP := $(VENV)/.requirements-docs-installed
 HOST   ?= 127.0.0.1
 PORT   ?= 8501
 
-.PHONY: run test test-slow setup setup-ray assets browser clean-cache
+.PHONY: run test test-slow setup setup-ray setup-docs docs assets browser clean-cache
 
 setup: $(STAMP)
 
@@ -35,6 +37,20 @@ $(RAY_STAMP): $(STAMP) requirements-ray.txt
 	$(COMPILE)
 	touch $(RAY_STAMP)
 
+# The documentation (mkdocs.yml, docs/) into site/. The API reference reads the docstrings from the source, so
+# the docs need neither the lab's requirements nor its assets. --strict turns every warning into a failure: a
+# broken link, anchor or snippet (the README's links too), or a symbol the reference names that the library
+# lacks. Never with --quiet: it hides the warnings from --strict, which then passes them.
+setup-docs: $(DOCS_STAMP)
+
+$(DOCS_STAMP): requirements-docs.txt constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) -r requirements-docs.txt -c constraints.txt
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(VENV)/bin/mkdocs build --strict
+
 assets: setup
 	$(PY) -m labcore assets fetch --default
 
@@ -51,8 +67,9 @@ browser:
 # The tests run in TEST_WORKERS processes, a test file to each at a time (its module fixtures built once): much
 # of the suite waits on workers, servers and a browser, so even two cores run it in about two thirds of the
 # time. Assets and kept stores are fetched and built under a lock, once. TEST_WORKERS=0 runs it in one process.
+# The documentation is built first, so CI fails on a broken link or a missing symbol too.
 TEST_WORKERS ?= 2
-test: setup setup-ray browser
+test: setup setup-ray browser docs
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
