@@ -138,7 +138,8 @@ def test_a_finished_recipe_shows_its_report_and_downloads(finished, monkeypatch)
     shown = texts(at)
     assert report.complete and "Report" in [h.value for h in at.subheader]
     for claim, verdict in report.claims:
-        colour = {"holds": "green", "does not hold": "red", "inconclusive": "orange"}[verdict.word]
+        colour = {"holds": "green", "does not hold": "red", "inconclusive": "orange",
+                  "not tested": "gray"}[verdict.word]
         assert f":{colour}[**{verdict.word}**] · `{verdict.claim}`: {verdict.sentence()}" in shown
         assert verdict.word in WORDS
     for title, _ in report.tables:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from labcore.recipes.sequential_check import simulate
-from labcore.recipes.verdict import (ALPHA, DOES_NOT_HOLD, EQUIVALENCE, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN,
-                                     ClaimTest, decide, measure, settle)
+from labcore.recipes.verdict import (ALPHA, DOES_NOT_HOLD, EQUIVALENCE, HOLDS, INCONCLUSIVE, NOT_MEASURED, NOT_TESTED,
+                                     OPEN, ClaimTest, decide, measure, settle)
 
 # ------------------------------------------------------------------------------------------ by simulation
 
@@ -96,18 +96,25 @@ def test_claims_carry_the_papers_numbers_and_lab_questions_stay_out_of_the_headl
 
     kao = {c.id: c for c in RECIPES["kao"].claims}
     assert "96.4" in kao["beats-scratch"].paper and "95.3" in kao["beats-scratch"].paper  # table 5, splice
-    assert "79.6" in kao["shift-vs-scratch"].paper and kao["shift-vs-scratch"].test.direction == -1
+    # Kao's shift-vs-scratch result is the GLUE average (66.6 vs 53.2, pretrained ahead); SST-2's 79.6 vs 81.0 is the
+    # one column the other way: the lab asks the average's direction on its SST-2 stand-in, as its own question
+    shift = kao["shift-vs-scratch"]
+    assert "66.6" in shift.paper and "79.6" in shift.paper and shift.test.direction == 1
+    assert not shift.headline and "GLUE average" in shift.dropped
     assert not kao["beats-scratch-protein"].headline  # malonylation is none of Kao's tasks
     fpt = {c.id: c for c in RECIPES["fpt"].claims}
     assert not fpt["pretrained-beats-random-xor"].headline and "100 / 100 / 100" in fpt["bit-beats-random-xor"].why
     orca = {c.id: c for c in RECIPES["orca"].claims}
     assert orca["no-help-2d"].test.kind == EQUIVALENCE and orca["no-help-2d"].test.margin > 0
+    assert not any(c.headline for c in orca.values())  # on tasks neither paper ran: once the paper's, now the lab's
+    assert all("neither paper ran" in c.dropped for c in orca.values() if c.id != "distance-tracks-score")
 
     report = RECIPES["kao"].report(RECIPES["kao"].plan("quick"), {})
     counts = headline_count(report)
-    assert sum(counts.values()) == sum(1 for c, _ in report.claims if c.headline) < len(report.claims)
+    assert sum(counts.values()) == sum(1 for c, v in report.claims if c.headline and v.primary) < len(report.claims)
     text = to_text(report)
-    assert "the lab's question, not the paper's" in text and "the paper: splice 96.4" in text
+    assert "the lab's question, not the paper's" in text and "the paper: music 35.7" in text
+    assert "Dropped from the paper's headline claims:" in text and "shift-vs-scratch: stated otherwise" in text
 
 
 # ------------------------------------------------------------------------------------------ the driver
@@ -163,9 +170,12 @@ def test_the_first_look_answers_the_paper_before_the_labs_own_questions(store):
     recipe = RECIPES["kao"]
     whole, first = plan_of(recipe, "quick", (0, 1, 2)), grown_plan(recipe, "quick", store)
     kept_back = set(whole.steps) - set(first.steps)
-    # malonylation is not one of Kao's tasks: its runs, and the similarity pairs only table 1 shows, wait
+    # malonylation is not one of Kao's tasks: its runs, the similarity pair only table 1 shows, and the scratch
+    # arm of text (read only by shift-vs-scratch, the lab's question) wait; random-random is the floor of the
+    # similarity claim's gate, so it runs with it
     assert {(s.facet, s.condition) for s in kept_back} == {
-        ("protein-malonylation", c) for c in ("pretrained", "random", "re-emb", "AntiBERTy-random", "random-random")}
+        ("protein-malonylation", c) for c in ("pretrained", "random", "re-emb", "AntiBERTy-random")} | {
+        ("text-sentiment", "text random")}
     assert len(first.steps) == 33 and len(whole.steps) == 48
     # a cap that forbids any further look still runs the first look whole, once the paper's part of it ended
     for step in first.steps:
@@ -301,8 +311,8 @@ def test_sides_that_both_sit_at_the_majority_class_test_nothing_and_are_given_no
     flat = results(lambda s: 0.62 + (0.01 if s.condition == a and s.seed == 1 else 0.0))
     _, verdict = judge(equivalent, plan, flat, a, b, facet=facet, part=part)
     (settled,) = settle([verdict])
-    assert settled.word == INCONCLUSIVE and "neither learnt the task" in settled.why()
-    assert "0.620" in settled.floor and "no more than 0.03 above" in settled.floor
+    assert settled.word == NOT_TESTED and "a side did not learn the task" in settled.why()
+    assert "0.620" in settled.floor and "0.670, the floor of 0.620" in settled.floor
     # one side learnt: the rule decides as before
     learnt = results(lambda s: 0.80 + 0.001 * s.seed if s.condition == a else 0.62)
     _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, learnt, a, b, facet=facet, part=part)
@@ -327,7 +337,7 @@ def test_sides_below_a_trivial_solution_sit_at_its_floor_and_the_reason_names_it
     _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, results, "pretrained", "random", facet=facet,
                        part=part)
     (settled,) = settle([verdict])
-    assert settled.word == INCONCLUSIVE
+    assert settled.word == NOT_TESTED
     assert "0.750" in settled.floor and "copying the query's unmasked bits" in settled.floor
     # so do its speed claims: steps until a validation score levels off at the floor measure nothing
     from labcore.recipes.fpt import converge_steps
@@ -336,7 +346,7 @@ def test_sides_below_a_trivial_solution_sit_at_its_floor_and_the_reason_names_it
     _, verdict = judge(Claim("faster", "x", "s", ClaimTest(direction=-1)), plan, results, "pretrained", "random",
                        facet=facet, part=part, value=converge_steps, metric="steps to converge", learnt=True)
     (settled,) = settle([verdict])
-    assert settled.word == INCONCLUSIVE and "steps to converge tells nothing" in settled.floor
+    assert settled.word == NOT_TESTED and "not every run it reads learnt its task" in settled.floor
 
 
 def test_sides_at_chance_on_bit_accuracy_sit_at_its_floor_as_the_figures_draw_it():
@@ -358,7 +368,7 @@ def test_sides_at_chance_on_bit_accuracy_sit_at_its_floor_as_the_figures_draw_it
     assert majority_floors(plan, results, (facet,)) == {facet: 0.5}
     _, verdict = judge(Claim("gt", "x", "s", ClaimTest()), plan, results, "bit", "random", facet=facet, part=part)
     (settled,) = settle([verdict])
-    assert settled.word == INCONCLUSIVE and "0.500 (chance, for bit accuracy)" in settled.floor
+    assert settled.word == NOT_TESTED and "0.500 (chance, for bit accuracy)" in settled.floor
 
 
 def test_the_first_look_is_found_once_per_recipe_and_plan():

@@ -64,6 +64,13 @@ class Claim:
     paper: str = ""  # the paper's own numbers behind the claim, transcribed ("BERT 85.8 vs scratch 77.7")
     headline: bool = True  # False: the lab's own question, not the paper's
     why: str = ""  # the reason for an equivalence margin, or why the lab asks a question the paper did not
+    # The task (facet) of the claim's one counted verdict where the recipe tests it on several, fixed here
+    # before any drive reads it ("": tested once); its rows on other tasks are shown as secondary.
+    primary: str = ""
+    primary_why: str = ""  # the rule that chose it, from the paper's numbers (never from the lab's)
+    # why a claim the recipe once counted among the paper's headline claims no longer is (the report names it);
+    # such a claim is a lab question (headline=False) where it is still tested, and has no verdict where not
+    dropped: str = ""
 
 
 @dataclass(frozen=True)
@@ -104,13 +111,24 @@ class Plan:
         return f"recipe:{self.recipe}:{self.budget}:{seeds}" + (f":{self.adjusted}" if self.adjusted else "")
 
 
+def family(claim: Claim, verdict: Any) -> str:
+    """Which Holm family a verdict is settled in: the paper's headline claims, the lab's own questions, or the
+    per-task rows shown beside a claim's one counted verdict (never counted, never given seeds of their own)."""
+    if not verdict.primary:
+        return "secondary"
+    return "headline" if claim.headline else "lab"
+
+
+FAMILIES = ("headline", "lab", "secondary")
+
+
 def settle_claims(report: Any) -> Any:
     """Decide a report's claims (its ``claims``: (Claim, Verdict) pairs) look by look, each family together
-    (:func:`labcore.recipes.verdict.settle`, Holm's correction): the paper's headline claims, and apart from them
-    the lab's own questions."""
+    (:func:`labcore.recipes.verdict.settle`, Holm's correction): the paper's headline claims (one verdict each),
+    apart from them the lab's own questions, and apart again the per-task rows shown as secondary."""
     claims = list(report.claims)
-    for headline in (True, False):
-        index = [i for i, (claim, _) in enumerate(claims) if claim.headline == headline]
+    for name in FAMILIES:
+        index = [i for i, (claim, verdict) in enumerate(claims) if family(claim, verdict) == name]
         for i, verdict in zip(index, settle([claims[i][1] for i in index])):
             claims[i] = (claims[i][0], verdict)
     report.claims = claims
@@ -164,5 +182,5 @@ class Recipe:
         return settle_claims(self.reporter(plan, results))
 
 
-__all__ = ["BUDGETS", "BUDGET_NOTES", "Claim", "Convergence", "Plan", "QUICK_CONVERGENCE", "Recipe", "Step",
-           "settle_claims"]
+__all__ = ["BUDGETS", "BUDGET_NOTES", "Claim", "Convergence", "FAMILIES", "Plan", "QUICK_CONVERGENCE", "Recipe",
+           "Step", "family", "settle_claims"]

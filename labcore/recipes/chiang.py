@@ -24,7 +24,7 @@ from labcore.recipes.demos import PAPERS
 from labcore.pretrain.spec import PretrainSpec, resolve_pretrain
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, majority_floors,
-                                    new_report, wall_seconds)
+                                    new_report, side_name, wall_seconds)
 from labcore.recipes.verdict import EQUIVALENCE, ClaimTest
 from labcore.spec import make_spec
 
@@ -84,47 +84,61 @@ CUTS = {
               "GLUE",),
 }
 
-# Chiang & Lee's gains from a non-human L1 are on GLUE's sentence-pair tasks (STS-B, QNLI, QQP, MNLI); on SST-2,
-# the one single-sentence task the lab has a stand-in for (its movie reviews), table 1 shows none: scratch 0.83,
-# uniform 0.83, zipf 0.82, nested 0.82, English 0.88. No registry package here ships a sentence-pair data set,
-# so the paper's claims tested here are the ones its SST-2 column makes; the rest are the lab's questions.
+# Chiang & Lee's gains from a non-human L1 are on the GLUE average, most of them on the sentence-pair tasks (STS-B,
+# QNLI, QQP, MNLI); on SST-2, the one single-sentence task the lab has a stand-in for (its movie reviews), table 1
+# shows none: scratch 0.83, uniform 0.83, zipf 0.82, nested 0.82, English 0.88 (one fine-tune seed each). No
+# registry package here ships a sentence-pair data set. So the paper's claims counted here are those its SST-2
+# column makes too (English's); the claims of the average are the lab's questions, on the SST-2 stand-in.
 SST2 = "text-sentiment"
+# Every claim's one counted verdict is on the SST-2 stand-in, fixed here before any drive: ListOps is no task of
+# the paper's, so its rows are shown as secondary.
+PRIMARY_WHY = "the lab's stand-in for SST-2, the one task of table 1 the lab has; ListOps is not in the paper"
 NO_HELP_MARGIN = 0.03
 NO_HELP_WHY = ("margin 0.03 of accuracy, stated before running: table 1's SST-2 column spreads 0.82-0.83 over "
                "the non-human L1s and scratch, and 0.03 is the seed-to-seed spread of a quick run")
-LAB_WHY = ("Chiang's gains are on sentence-pair tasks the lab cannot load here, and its SST-2 column shows none; "
-           "ListOps and the flat L1 are not in Chiang's table")
+LAB_WHY = ("Chiang's gains are on the GLUE average, mostly sentence-pair tasks the lab cannot load here, and its "
+           "SST-2 column shows none (uniform 0.83, Zipf 0.82, nested 0.82 vs scratch 0.83); ListOps and the flat L1 "
+           "are not in Chiang's table")
 EQUIVALENT = ClaimTest(kind=EQUIVALENCE, margin=NO_HELP_MARGIN)
+ARTIFICIAL = ("uniform", "zipf", "nested")  # table 1's non-human L1s this recipe pretrains (flat is the lab's)
 CLAIMS = (
     Claim("no-help-sst2", "On single-sentence sentiment (SST-2), pretraining on a non-human L1 (random tokens, "
                           "Zipf tokens or nested parentheses) scores the same as no pretraining.",
           "§4.1, table 1 (SST-2 column)", test=EQUIVALENT, paper="SST-2: uniform 0.83, zipf 0.82, nested 0.82 vs "
-                                                                  "scratch 0.83", why=NO_HELP_WHY),
+                                                                  "scratch 0.83", why=NO_HELP_WHY, headline=False,
+          dropped="stated otherwise: it read table 1's single-seed SST-2 cells (0.83 / 0.82 / 0.82 vs 0.83) as a "
+                  "finding, where the paper's finding is the opposite direction on average (§4.1: pretraining on "
+                  "unstructured data outperforms scratch, GLUE average 0.58 / 0.59 vs 0.54); no longer tested, as "
+                  "it would ask l1-beats-scratch's comparison with the opposite prediction"),
     Claim("english-upper-bound", "A human language is the upper bound: pretraining on English scores above "
                                  "the best artificial L1, nested parentheses.", "§3, §4.1, table 1 (SST-2 column)",
-          paper="SST-2: English 0.88 vs nested 0.82"),
+          paper="SST-2: English 0.88 vs nested 0.82 (GLUE average 0.72 vs 0.66)", primary=SST2,
+          primary_why=PRIMARY_WHY),
     Claim("english-beats-scratch", "Pretraining on English scores above no pretraining.",
-          "§4.1, table 1 (SST-2 column)", paper="SST-2: English 0.88 vs scratch 0.83"),
-    Claim("l1-beats-scratch", "Pretraining on an L1 (uniform, Zipf, nested or flat tokens) scores above no "
-                              "pretraining, as table 1's average over GLUE has it for every artificial L1.",
-          "extends §4.1, table 1 (GLUE average)", headline=False, why=LAB_WHY),
+          "§4.1, table 1 (SST-2 column)", paper="SST-2: English 0.88 vs scratch 0.83 (GLUE average 0.72 vs 0.54)",
+          primary=SST2, primary_why=PRIMARY_WHY),
+    Claim("l1-beats-scratch", "Pretraining on an artificial L1 of table 1 (uniform, Zipf or nested tokens) scores "
+                              "above no pretraining, as table 1's GLUE average has it for each (the per-seed mean "
+                              "of the three against no pretraining).", "§4.1, table 1 (GLUE average)",
+          paper="GLUE average: uniform 0.58, Zipf 0.59, nested 0.66 vs scratch 0.54 (SST-2: 0.83, 0.82, 0.82 vs 0.83)",
+          headline=False, why=LAB_WHY, primary=SST2, primary_why=PRIMARY_WHY),
     Claim("structure-helps", "Structured pretraining data beats unstructured and crossing pairs: nested scores "
-                             "above uniform, Zipf and flat.", "extends §4.1, table 1 (GLUE average)", headline=False,
-          why=LAB_WHY),
+                             "above uniform, Zipf and flat (the per-seed mean of the three).",
+          "extends §4.1, table 1 (GLUE average)", headline=False, why=LAB_WHY, primary=SST2, primary_why=PRIMARY_WHY,
+          paper="GLUE average: nested 0.66 vs uniform 0.58, Zipf 0.59 (SST-2: 0.82 vs 0.83, 0.82)"),
     Claim("zipf-vs-uniform", "Token frequencies make little difference (§4.2: random 0.58, Zipf 0.59 on the GLUE "
                              "average): Zipf scores the same as uniform.", "extends §4.2, table 1", test=EQUIVALENT,
-          headline=False, why=LAB_WHY),
+          headline=False, why=LAB_WHY, primary=SST2, primary_why=PRIMARY_WHY,
+          paper="GLUE average: Zipf 0.59 vs uniform 0.58"),
 )
-# (claim id, condition a, condition b, task): a against b as the claim's test says
-COMPARISONS = tuple([("no-help-sst2", l1, SCRATCH, SST2) for l1 in ("uniform", "zipf", "nested")]
-                    + [("english-upper-bound", "english", "nested", SST2),
-                       ("english-beats-scratch", "english", SCRATCH, SST2),
-                       ("english-upper-bound", "english", "nested", "listops"),
-                       ("english-beats-scratch", "english", SCRATCH, "listops")]
-                    + [("no-help-sst2", l1, SCRATCH, "listops") for l1 in ("uniform", "zipf", "nested")]
-                    + [("l1-beats-scratch", "flat", SCRATCH, task) for task in TASKS]
-                    + [("structure-helps", "nested", other, task) for task in TASKS
-                       for other in ("uniform", "zipf", "flat")]
+# (claim id, side a, side b, task): a against b as the claim's test says; a side of several conditions compares
+# their per-seed mean (the claim's one counted verdict), each of them alone shown as a secondary row
+COMPARISONS = tuple([("english-upper-bound", "english", "nested", task) for task in TASKS]
+                    + [("english-beats-scratch", "english", SCRATCH, task) for task in TASKS]
+                    + [("l1-beats-scratch", side, SCRATCH, task) for task in TASKS
+                       for side in (ARTIFICIAL,) + ARTIFICIAL]
+                    + [("structure-helps", "nested", side, task) for task in TASKS
+                       for side in (("uniform", "zipf", "flat"), "uniform", "zipf", "flat")]
                     + [("zipf-vs-uniform", "zipf", "uniform", task) for task in TASKS])
 
 # Table 1 (GLUE validation, one fine-tune seed; MRPC and QQP F1, STS-B Spearman, the rest accuracy, MNLI the
@@ -235,12 +249,11 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
     claims = {c.id: c for c in CLAIMS}
     for claim_id, a, b, task in COMPARISONS:
         claim = claims[claim_id]
-        if task != SST2 and claim.headline:  # the paper's claim on SST-2, asked by the lab of ListOps
-            claim = replace(claim, id=f"{claim.id}-listops", headline=False, section=f"extends {claim.section}",
-                            why=LAB_WHY)
         several = sum(1 for c, *_rest, t in COMPARISONS if c == claim_id and t == task) > 1
-        out.claims.append(judge(claim, plan_, results, a, b, facet=task, part=TABLE_PART,
-                                name=f"{claim.id}/{a} vs {b}/{task}" if several else ""))
+        name = f"{claim.id}/{side_name(a)} vs {side_name(b)}/{task}" if several else ""
+        # the counted verdict: the primary task's comparison of the claim's own sides (a mean where it names several)
+        primary = task == claim.primary and (not several or not all(isinstance(x, str) for x in (a, b)))
+        out.claims.append(judge(claim, plan_, results, a, b, facet=task, part=TABLE_PART, name=name, primary=primary))
     out.tables.append(("Table 1 shape: test accuracy by L1 and task (mean ± std [95 % interval] (n) over "
                        "fine-tune seeds)",
                        grid_table(plan_, results, conditions=CONDITIONS, facets=TASKS, part=TABLE_PART,
@@ -279,4 +292,5 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
 RECIPE = Recipe(name="chiang", title="Chiang & Lee: pretraining without human language", paper="chiang",
                 claims=CLAIMS, planner=plan, reporter=report, prior_step_s=45.0)
 assert RECIPE.paper in PAPERS
-assert {c[0] for c in COMPARISONS} == {c.id for c in CLAIMS}
+UNTESTED = ("no-help-sst2",)  # dropped and no longer tested (its Claim says why); the report names it
+assert {c[0] for c in COMPARISONS} == {c.id for c in CLAIMS} - set(UNTESTED)

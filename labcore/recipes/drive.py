@@ -88,7 +88,9 @@ def grown_plan(recipe: Recipe, budget: str, store: Any, *, cap_s: float = math.i
         if not progress(plan, store).ended:
             return plan
         results = results_of(plan, store)
-        still = [v for _, v in recipe.report(plan, results).claims if v.word == OPEN]
+        # a claim's secondary rows (its other tasks) are shown, never given seeds of their own: only counted
+        # verdicts that are still open grow the plan
+        still = [v for _, v in recipe.report(plan, results).claims if v.word == OPEN and v.primary]
         later = set(first.steps) - set(plan.steps)  # the first look's steps kept back so far (paper_first)
         following = next((n for n in LOOKS if n > look), 0) if still else 0
         if not following:

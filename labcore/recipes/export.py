@@ -14,26 +14,29 @@ import pandas as pd
 from labcore.recipes import tuning
 from labcore.recipes.base import Claim, Plan
 from labcore.recipes.report import Report, Results, long_table
-from labcore.recipes.verdict import ALPHA, LOOKS, NOMINAL_ALPHA, Verdict
+from labcore.recipes.undecided import decider_line
+from labcore.recipes.verdict import ALPHA, LOOKS, NOMINAL_ALPHA, NOT_TESTED, Verdict
+
 
 def verdict_table(report: Report) -> pd.DataFrame:
-    rows = [dict(claim=c.id, question="paper" if c.headline else "lab", section=c.section, paper=c.paper,
+    rows = [dict(claim=c.id, question="paper" if c.headline else "lab", counted=v.primary, section=c.section,
+                 paper=c.paper,
                  kind=v.kind, verdict=v.word, why=v.why(), a=v.a, b=v.b, mean_a=v.mean_a, mean_b=v.mean_b,
                  difference=v.difference, ci_low=v.ci_low, ci_high=v.ci_high, p_value=v.p_value, n=v.n,
                  decided_at=v.decided_at or None, n_a=v.n_a, n_b=v.n_b, cpu_minutes=round(v.cpu_s / 60, 2),
-                 numbers=v.sentence(), pooled=v.pooled)
+                 numbers=v.sentence(), pooled=v.pooled, undecided=decider_line(v, report.budget, report.machine))
             for c, v in report.claims]
-    return pd.DataFrame(rows, columns=["claim", "question", "section", "paper", "kind", "verdict", "why", "a", "b",
-                                       "mean_a", "mean_b", "difference", "ci_low", "ci_high", "p_value", "n",
-                                       "decided_at", "n_a", "n_b", "cpu_minutes", "numbers", "pooled"])
+    return pd.DataFrame(rows, columns=["claim", "question", "counted", "section", "paper", "kind", "verdict", "why",
+                                       "a", "b", "mean_a", "mean_b", "difference", "ci_low", "ci_high", "p_value", "n",
+                                       "decided_at", "n_a", "n_b", "cpu_minutes", "numbers", "pooled", "undecided"])
 
 
 def headline_count(report: Report) -> dict[str, int]:
-    """How the paper's headline claims (each facet one test) stand: verdict word -> count; the lab's own
-    questions are not counted."""
+    """How the paper's headline claims stand, one counted verdict each (its primary task's): verdict word ->
+    count; the claims' secondary rows and the lab's own questions are not counted."""
     out: dict[str, int] = {}
     for claim, verdict in report.claims:
-        if claim.headline:
+        if claim.headline and verdict.primary:
             out[verdict.word] = out.get(verdict.word, 0) + 1
     return out
 
@@ -54,7 +57,7 @@ table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.25em 0.6em; text-align: left; }
 .holds { color: #1a7f37; font-weight: bold; } .does-not-hold { color: #b42318; font-weight: bold; }
 .inconclusive { color: #8a6d00; font-weight: bold; } .open { color: #1f5fa8; font-weight: bold; }
-.not-measured { color: #666; font-weight: bold; }
+.not-measured { color: #666; font-weight: bold; } .not-tested { color: #666; font-weight: bold; }
 """
 
 
@@ -71,9 +74,13 @@ def summary_line(report: Report) -> str:
 RULE = (f"Rule: a paired test of the per-seed differences (a two-sided t-test for a difference, two one-sided "
         f"tests for an equivalence within a stated margin), looked at after {', '.join(map(str, LOOKS))} pairs of "
         f"seeds at {NOMINAL_ALPHA:g} a look, which keeps the chance of any verdict under a true null at or below "
-        f"{ALPHA:.0%} over all looks; Holm's correction over the paper's claims (and, apart, over the lab's own "
-        f"questions); the spread of the differences taken as at least the claim's resolution. A claim decided at a "
-        f"look stops; an open one gets more seeds; one undecided at the last look is inconclusive.")
+        f"{ALPHA:.0%} over all looks; a look tests a claim only where its runs learnt the task (the better side of a "
+        f"difference, both sides of an equivalence, every run a claim on another measure reads, at least the "
+        f"claim's smallest effect of interest above the task's floor), else the claim is not tested and leaves its "
+        f"family; one counted verdict per claim, on a primary task fixed beforehand; Holm's correction over the "
+        f"paper's claims (and, apart, over the lab's own questions, and the secondary rows); the spread of the "
+        f"differences taken as at least the claim's resolution. A claim decided at a look stops; an open one gets "
+        f"more seeds; one undecided at the last look is inconclusive.")
 
 
 TUNING_TITLE = (f"Learning rates: each arm's validation metric per rate of the grid (seed {tuning.TUNE_SEED}, apart "
@@ -82,7 +89,8 @@ TUNING_TITLE = (f"Learning rates: each arm's validation metric per rate of the g
 
 def secondary_line(verdict: Verdict) -> str:
     """What the claim cost and the pooled per-example figure, under its verdict."""
-    cost = f"{verdict.cpu_s / 60:.1f} CPU minutes of runs"
+    cost = ("" if verdict.primary else "secondary: a row beside the claim's counted verdict, not counted; ") + \
+        f"{verdict.cpu_s / 60:.1f} CPU minutes of runs"
     return cost + (f"; {verdict.pooled}" if verdict.pooled else "")
 
 
@@ -90,15 +98,28 @@ def _claim_line(claim: Claim) -> str:
     who = "" if claim.headline else "the lab's question, not the paper's: "
     paper = f"; the paper: {claim.paper}" if claim.paper else ""
     why = f" ({claim.why})" if claim.why else ""
-    return f"{who}{claim.text} ({claim.section}{paper}){why}"
+    primary = f" Counted on {claim.primary}: {claim.primary_why}." if claim.primary and claim.primary_why else ""
+    return f"{who}{claim.text} ({claim.section}{paper}){why}{primary}"
 
 
 def headline_line(report: Report) -> str:
     counts = headline_count(report)
+    untested = counts.pop(NOT_TESTED, 0)
     total = sum(counts.values())
     decided = counts.get("holds", 0) + counts.get("does not hold", 0)
-    return (f"The paper's claims: {decided} of {total} tests decided ("
+    line = (f"The paper's claims: {decided} of {total} tested decided ("
             + ", ".join(f"{n} {word}" for word, n in sorted(counts.items())) + ")")
+    if untested:
+        line += (f"; {untested} not tested, counted apart (their runs did not learn the task: outside Holm's "
+                 f"family)")
+    if report.dropped:
+        line += f"; {len(report.dropped)} dropped from the headline claims (named with the reason)"
+    return line
+
+
+def dropped_lines(report: Report) -> list[str]:
+    """Each claim taken out of the paper's headline claims, with the reason."""
+    return [f"{claim.id}: {claim.dropped}" for claim in report.dropped]
 
 
 def to_text(report: Report, *, all_tables: bool = True) -> str:
@@ -113,7 +134,11 @@ def to_text(report: Report, *, all_tables: bool = True) -> str:
             shown = claim.id
         lines.append(f"    {verdict.word.upper()}: {verdict.claim}: {verdict.sentence()}")
         lines.append(f"      {secondary_line(verdict)}")
+        if not verdict.decided and verdict.primary:
+            lines.append(f"      {decider_line(verdict, report.budget, report.machine)}")
     lines.append("  " + RULE)
+    if report.dropped:
+        lines += ["", "Dropped from the paper's headline claims:"] + [f"  - {d}" for d in dropped_lines(report)]
     tables = report.tables if all_tables else report.tables[:1]
     for title, frame in tables:
         lines += ["", title + ":", frame.to_string()]
@@ -141,9 +166,14 @@ def to_html(report: Report) -> str:
              "<h2>Claims and verdicts</h2><ul>"]
     for claim, verdict in report.claims:
         css = verdict.word.replace(" ", "-")
+        undecided = decider_line(verdict, report.budget, report.machine) if verdict.primary else ""
         parts.append(f"<li><p>{e(_claim_line(claim))}</p><p><span class='{css}'>{e(verdict.word)}</span>"
-                     f": {e(verdict.sentence())}</p><p><small>{e(secondary_line(verdict))}</small></p></li>")
+                     f": {e(verdict.sentence())}</p><p><small>{e(secondary_line(verdict))}</small></p>"
+                     + (f"<p><small>{e(undecided)}</small></p>" if undecided else "") + "</li>")
     parts.append(f"</ul><p>{e(RULE)}</p>")
+    if report.dropped:
+        parts.append("<h2>Dropped from the paper's headline claims</h2><ul>"
+                     + "".join(f"<li>{e(d)}</li>" for d in dropped_lines(report)) + "</ul>")
     if report.cuts:
         parts.append("<h2>What this budget leaves out</h2><ul>" + "".join(f"<li>{e(c)}</li>" for c in report.cuts)
                      + "</ul>")
@@ -162,5 +192,6 @@ def to_html(report: Report) -> str:
     return "\n".join(parts)
 
 
-__all__ = ["RULE", "TUNING_TITLE", "headline_count", "headline_line", "secondary_line", "summary_line", "to_csv",
+__all__ = ["RULE", "TUNING_TITLE", "dropped_lines", "headline_count", "headline_line", "secondary_line",
+           "summary_line", "to_csv",
            "to_html", "to_text", "verdict_table"]

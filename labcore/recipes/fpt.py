@@ -31,9 +31,10 @@ from labcore import data as disciplines
 from labcore.recipes.demos import PAPERS
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.drive import step_key
-from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, judged,
-                                    loss_curve_figure, majority_floors, new_report, run_value, task_floor,
-                                    values_by_seed)
+from labcore.recipes.gate import BEST
+from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, judged, levels_gate,
+                                    loss_curve_figure, majority_floors, new_report, run_value, sides_gate,
+                                    task_floor, values_by_seed)
 from labcore.recipes.verdict import ClaimTest
 from labcore.results.record import RunRecord
 from labcore.spec import make_spec
@@ -115,42 +116,63 @@ CUTS = {
 FASTER = ClaimTest(direction=-1)  # steps to converge: fewer is the claim (resolution set per budget: see _steps_test)
 XOR_WHY = ("FPT trained every body on bit XOR to 100 % (table 2: 100 / 100 / 100), so the paper makes no claim "
            "here; at the lab's shorter runs the question is which body gets there first")
+# One counted verdict per claim, on a primary task fixed here before any drive by a rule on the paper's own
+# numbers: the task of the paper's claim with its largest gap (table 2, table 6). The claim's rows on its other
+# tasks are shown as secondary, so FPT's family is its 7 claims, not 19 rows (a true +0.05 is found with power
+# about 0.6 in a Holm family of 8 where one of 19 gives 0.41).
+MEMORY_GAP = "the paper's largest gap for the claim: bit memory (table 2: 100 vs 75.8; ListOps 4.1 points, MNIST 6.3)"
+SPEED_GAP = "the paper's largest speed-up: bit XOR (table 6: 40x; memory 4x, ListOps 3x, MNIST 4x)"
 CLAIMS = (
     Claim("pretrained-beats-random", "A frozen language-pretrained transformer scores above the same frozen "
                                      "transformer at a random init.", "§3.2, table 2",
-          paper="bit memory 100 vs 75.8; ListOps 38.4 vs 34.3; MNIST 98.0 vs 91.7"),
+          paper="bit memory 100 vs 75.8; ListOps 38.4 vs 34.3; MNIST 98.0 vs 91.7", primary="bits-memory",
+          primary_why=MEMORY_GAP),
     Claim("pretrained-beats-random-xor", "On bit XOR, within the lab's run length, the frozen language-pretrained "
                                          "transformer scores above the random one.", "extends §3.2, table 2",
           headline=False, why=XOR_WHY),
     Claim("bit-beats-random", "Pretraining the transformer on bit memory before freezing it improves on the "
                               "random frozen transformer.", "§3.2, table 2",
-          paper="bit memory 100 vs 75.8; ListOps 35.4 vs 34.3; MNIST 97.8 vs 91.7"),
+          paper="bit memory 100 vs 75.8; ListOps 35.4 vs 34.3; MNIST 97.8 vs 91.7", primary="bits-memory",
+          primary_why="the paper's largest gap for the claim: bit memory (table 2: 100 vs 75.8; ListOps 1.1 points, "
+                      "MNIST 6.1)"),
     Claim("bit-beats-random-xor", "On bit XOR, within the lab's run length, the bit-pretrained body scores above the "
                                   "random one.", "extends §3.2, table 2", headline=False, why=XOR_WHY),
-    Claim("language-beats-bit", "Bit-memory pretraining still lags behind pretraining on natural language.",
-          "§3.2, table 2", paper="ListOps 38.4 vs 35.4; MNIST 98.0 vs 97.8 (bit memory and XOR: 100 vs 100)"),
-    Claim("language-beats-bit-memory-xor", "On bit memory and bit XOR, within the lab's run length, the language-"
-                                           "pretrained body scores above the bit-pretrained one.",
-          "extends §3.2, table 2", headline=False,
-          why="FPT has both at 100 % on these two tasks (table 2): no claim of the paper's"),
+    Claim("language-beats-bit", "Bit-memory pretraining still lags behind pretraining on natural language (on "
+                                "ListOps, where table 2 shows the gap).",
+          "§3.2, table 2",
+          paper="ListOps 38.4 vs 35.4 (MNIST 98.0 vs 97.8 in one run; bit memory and XOR 100 vs 100)"),
+    Claim("language-beats-bit-memory-xor", "On bit memory, bit XOR and MNIST, within the lab's run length, the "
+                                           "language-pretrained body scores above the bit-pretrained one.",
+          "extends §3.2, table 2", headline=False, primary="bits-memory",
+          paper="bit memory 100 vs 100; XOR 100 vs 100; MNIST 98.0 vs 97.8 (one run)",
+          why="FPT has both at 100 % on bit memory and XOR (table 2), and MNIST's 98.0 vs 97.8 is one run with no "
+              "direction claimed: no claim of the paper's",
+          primary_why="no gap of the paper's to choose by: the first of the lab's tasks in the recipe's order",
+          dropped="MNIST's row was counted among the paper's claims: 98.0 vs 97.8 in one run, a gap the paper gives "
+                  "no direction for"),
     Claim("pretrained-converges-faster", "The frozen language-pretrained transformer converges in fewer gradient "
                                          "steps than the random one (same batch size and learning rate).",
-          "§3.4, table 6", test=FASTER, paper="speed-up 4x bit memory, 40x XOR, 3x ListOps, 4x MNIST"),
+          "§3.4, table 6", test=FASTER, paper="speed-up 4x bit memory, 40x XOR, 3x ListOps, 4x MNIST",
+          primary="bits-xor", primary_why=SPEED_GAP),
     Claim("bit-converges-faster", "Measured by gradient steps, the bit-pretrained transformer also converges "
                                   "faster than the randomly initialised one.", "§3.2, §3.4", test=FASTER,
-          paper="\"all models converge faster than the randomly initialized transformers\" (no table)"),
+          paper="\"all models converge faster than the randomly initialized transformers\" (no table)",
+          primary="bits-xor", primary_why="the paper gives no number per task: the primary task of the language-"
+                                          "pretrained body's speed claim, bit XOR (table 6's largest speed-up, 40x)"),
     Claim("layernorm-matters", "On bit XOR, training the layer norms besides the output layer lifts accuracy far "
                                "above training the output layer only (56 % to 98 %).", "§3.12, table 15",
           paper="bit XOR 56 % output only, 98 % + layer norm"),
     Claim("layernorm-most-important", "The layer norm parameters are the most important to fine-tune: added to "
                                       "the output layer they gain more than adding the input layer, then the "
                                       "positions, after them.", "§3.12, table 15",
-          paper="bit XOR gains: + layer norm 42 points, + input 0, + positions 2"),
+          paper="bit XOR gains: + layer norm 42 points, + input 0, + positions 2", primary="vs + input",
+          primary_why="the paper's larger gap of the two comparisons: + layer norm's 42 points against + input's 0 "
+                      "(against + positions' 2: shown as secondary)"),
 )
 # The tasks on which each table-2 claim is the paper's (the others: the lab's question, its -xor / -memory-xor id)
 PAPER_TASKS = {"pretrained-beats-random": ("bits-memory", "listops", "image-mnist"),
                "bit-beats-random": ("bits-memory", "listops", "image-mnist"),
-               "language-beats-bit": ("listops", "image-mnist")}
+               "language-beats-bit": ("listops",)}
 LAB_CLAIM = {"pretrained-beats-random": "pretrained-beats-random-xor", "bit-beats-random": "bit-beats-random-xor",
              "language-beats-bit": "language-beats-bit-memory-xor"}
 
@@ -243,6 +265,28 @@ def _gain(after: Mapping[int, float], before: Mapping[int, float]) -> dict[int, 
     return {s: after[s] - before[s] for s in after if s in before}
 
 
+def ablation_claims(claims: Mapping[str, Claim], plan_: Plan, results: Mapping[Step, Any]) -> list:
+    """Table 15's two claims: + layer norm against the output layer alone (test scores: the better side over
+    chance), and its gain against the later groups' (gains: the best-scoring group read over chance)."""
+    columns = {c: _ablation_values(plan_, results, c) for c in ABLATION_COLUMNS}
+    reads = {c: (("pretrained", ABLATION_TASK, "table 2") if c == "+ positions" else (c, ABLATION_TASK, "table 15"))
+             for c in ABLATION_COLUMNS}
+    matters = claims["layernorm-matters"]
+    out = [(matters, judged(matters, plan_, results, matters.id, "+ layer norm", "output only", columns["+ layer norm"],
+                            columns["output only"], reads=(reads["+ layer norm"], reads["output only"]),
+                            gate=sides_gate(plan_, results, (reads["+ layer norm"], reads["output only"]))))]
+    ln_gain = _gain(columns["+ layer norm"], columns["output only"])
+    important = claims["layernorm-most-important"]
+    for later, before in (("+ input", "+ layer norm"), ("+ positions", "+ input")):
+        read = tuple(reads[c] for c in ("output only", "+ layer norm", later, before))
+        out.append((important, judged(important, plan_, results, f"{important.id}/vs {later}", "gain of + layer norm",
+                                      f"gain of {later}", ln_gain, _gain(columns[later], columns[before]),
+                                      metric="gain in test metric", reads=read,
+                                      gate=levels_gate(plan_, results, read, BEST),
+                                      primary=important.primary == f"vs {later}")))
+    return out
+
+
 def ablation_table(plan_: Plan, results: Mapping[Step, Any]) -> pd.DataFrame:
     """Table 15's shape: one row (bit XOR), one cell per column of parameter groups trained."""
     from labcore.recipes.report import cell
@@ -277,20 +321,7 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
             out.claims.append(judge(claims[claim_id], plan_, results, a, "random", facet=task, part="table 2",
                                     value=converge_steps, metric="steps to converge",
                                     test=_steps_test(plan_.budget, task), learnt=True))
-    columns = {c: _ablation_values(plan_, results, c) for c in ABLATION_COLUMNS}
-    reads = {c: (("pretrained", ABLATION_TASK, "table 2") if c == "+ positions" else (c, ABLATION_TASK, "table 15"))
-             for c in ABLATION_COLUMNS}
-    out.claims.append((claims["layernorm-matters"],
-                       judged(claims["layernorm-matters"], plan_, results, "layernorm-matters", "+ layer norm",
-                              "output only", columns["+ layer norm"], columns["output only"],
-                              reads=(reads["+ layer norm"], reads["output only"]))))
-    ln_gain = _gain(columns["+ layer norm"], columns["output only"])
-    for later, before in (("+ input", "+ layer norm"), ("+ positions", "+ input")):
-        out.claims.append((claims["layernorm-most-important"],
-                           judged(claims["layernorm-most-important"], plan_, results,
-                                  f"layernorm-most-important/vs {later}", "gain of + layer norm", f"gain of {later}",
-                                  ln_gain, _gain(columns[later], columns[before]), metric="gain in test metric",
-                                  reads=tuple(reads[c] for c in ("output only", "+ layer norm", later, before)))))
+    out.claims += ablation_claims(claims, plan_, results)
 
     out.tables.append(("Table 2 shape: test metric of the frozen transformer (mean ± std [95 % interval] (n) "
                        "over seeds)", grid_table(plan_, results, conditions=CONDITIONS, facets=TASKS, part="table 2")))

@@ -20,8 +20,9 @@ import pandas as pd
 from labcore.recipes.demos import PAPERS
 from labcore.jobs.analyses import ModelRef, SimilaritySpec
 from labcore.recipes.base import QUICK_CONVERGENCE, Claim, Convergence, Plan, Recipe, Step
-from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, loss_curve_figure,
-                                    majority_floors, new_report, run_value, values_by_seed)
+from labcore.recipes.gate import SIDES, Gate
+from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, judged,
+                                    loss_curve_figure, majority_floors, new_report, run_value, values_by_seed)
 from labcore.recipes.verdict import ClaimTest
 from labcore.results.record import RunRecord
 from labcore.spec import make_spec
@@ -68,43 +69,64 @@ CUTS = {
 
 LOWER = ClaimTest(direction=-1)
 LOSS = ClaimTest(direction=-1, resolution=0.01)  # mean training loss: a hundredth of a nat is finer than it resolves
-PWCCA = ClaimTest(resolution=0.005)
+# PWCCA's smallest effect of interest: 0.05, the smallest of table 1's gaps between BERT-PLUS and BERT-random
+# (0.089, 0.089, 0.142) halved; two models no more similar than two random ones (the random-random pair, the
+# floor of a similarity) by that much share nothing the claim is about
+PWCCA = ClaimTest(resolution=0.005, effect=0.05)
 # Kao's table 5 and 6 numbers (test %, mean (std) over six mappings) for the tasks the lab runs: splice is one
 # of Kao's four DNA tasks, composer classification Kao's music task (MAESTRO there, music21's corpus here);
 # malonylation is none of Kao's protein tasks (TAPE's localisation, stability, fluorescence), so claims on it
 # are the lab's own questions.
 PROTEIN_WHY = ("malonylation sites are not one of Kao's protein tasks (localisation, stability, fluorescence); "
                "Kao's protein average is bert 64.4 vs scratch 49.5, re-emb 57.1")
+# One counted verdict per claim, on a primary task fixed here before any drive, by a rule on the paper's own
+# numbers: the task of the lab's where the paper reports the claim's largest gap. Music's is far the larger
+# (table 6: 35.7 vs 22.8 scratch, 30.1 re-emb); splice's is Kao's weakest DNA gap (table 5: 96.4 vs 95.3 on
+# test, and its validation table has it the other way, 95.9 vs 96.0), so splice's rows are shown as secondary.
+MUSIC = "music-composer"
+LARGEST_GAP = ("the lab's task with the paper's largest gap for the claim: music (table 6) over splice, Kao's "
+               "weakest DNA gap (table 5: 96.4 vs 95.3 on test, reversed on validation, 95.9 vs 96.0)")
+NO_TASK_NUMBERS = ("fig. 3 gives no number per task: the primary task of the same arms' accuracy claim "
+                   "(beats-scratch), music")
+SHIFT_DROPPED = ("stated otherwise: Kao's headline shift-vs-scratch result is the GLUE average (table 3: 66.6 vs "
+                 "53.2, the pretrained model ahead), not SST-2, whose 79.6 vs 81.0 (3 seeds, no spread given) is the "
+                 "one GLUE column the other way; the lab runs only the SST-2 stand-in, so it asks the average's "
+                 "direction there as its own question")
 CLAIMS = (
     Claim("beats-scratch", "A text-pretrained model fine-tuned on DNA or music tokens mapped to random vocabulary "
                            "ids scores above the same architecture trained from scratch.", "§3.2, tables 5 and 6",
-          paper="splice 96.4 (0.8) vs 95.3 (1.2); music 35.7 (2.3) vs 22.8 (4.1)"),
+          paper="music 35.7 (2.3) vs 22.8 (4.1) (table 6); splice 96.4 (0.8) vs 95.3 (1.2) on test (table 5), "
+                "95.9 vs 96.0 on validation", primary=MUSIC, primary_why=LARGEST_GAP),
     Claim("beats-scratch-protein", "On protein (malonylation sites), the text-pretrained model scores above the "
                                    "same architecture trained from scratch.", "extends §3.2, table 6",
           headline=False, why=PROTEIN_WHY),
     Claim("embeddings-matter", "Re-initialising the pretrained word embeddings (re-emb) loses part of the gain: the "
                                "whole pretrained model scores above re-emb.", "§3.2, appendix B, tables 5 and 6",
-          paper="splice 96.4 (0.8) vs 95.6 (0.4); music 35.7 (2.3) vs 30.1 (2.9)"),
+          paper="music 35.7 (2.3) vs 30.1 (2.9) (table 6); splice 96.4 (0.8) vs 95.6 (0.4) (table 5)", primary=MUSIC,
+          primary_why=LARGEST_GAP),
     Claim("embeddings-matter-protein", "On protein (malonylation sites), the whole pretrained model scores above "
                                        "re-emb.", "extends §3.2, table 6", headline=False, why=PROTEIN_WHY),
     Claim("faster-loss", "The pretrained model reduces the training loss faster than the model trained from "
                          "scratch (lower mean training loss over the run).", "§4.1, fig. 3, appendix D", test=LOSS,
-          paper="fig. 3 and 7: BERT's training loss falls faster on every non-text task"),
+          paper="fig. 3 and 7: BERT's training loss falls faster on every non-text task (curves, no table)",
+          primary=MUSIC, primary_why=NO_TASK_NUMBERS),
     Claim("faster-loss-protein", "On protein (malonylation sites), the pretrained model's training loss falls "
                                  "faster than scratch's.", "extends §4.1, fig. 3", test=LOSS, headline=False,
           why=PROTEIN_WHY),
-    Claim("shift-vs-scratch", "On sentiment (SST-2) whose tokens are permuted, the pretrained model generalises "
-                              "worse than a model trained from scratch.", "appendix B, table 3", test=LOWER,
-          paper="SST-2 permuted: bert 79.6 vs scratch 81.0 (averaged over 3 seeds); on the GLUE average the "
-                "pretrained model leads, 66.6 vs 53.2, on tasks the lab does not run"),
+    Claim("shift-vs-scratch", "On text whose tokens are permuted, the pretrained model scores above a model trained "
+                              "from scratch (table 3's GLUE average), asked of movie-review sentiment.",
+          "appendix B, table 3 (GLUE average)",
+          paper="GLUE average: bert 66.6 vs scratch 53.2; SST-2 permuted: 79.6 vs 81.0 (3 seeds)", headline=False,
+          why="the paper's result is on the GLUE average over tasks the lab does not run; on SST-2, the one the lab's "
+              "movie reviews stand in for, its gap is the other way", dropped=SHIFT_DROPPED),
     Claim("shift-hurts", "Permuting the tokens costs the pretrained model part of its score on the original text.",
           "§3.2, table 3", test=LOWER, paper="SST-2: 92.2 normal vs 79.6 permuted"),
     Claim("similar-to-protein-model", "Before fine-tuning, the text model's last layer is more similar (PWCCA) to a "
                                       "protein-pretrained model's than to a random model's.", "§4.3, table 1",
           test=PWCCA, paper="BERT-PLUS 0.729 / 0.634 / 0.504 vs BERT-random 0.598 / 0.545 / 0.362 (flu., stab., "
-                            "loc.)"),
+                            "loc.); random-random 0.434 / 0.388 / 0.387"),
 )
-HEADLINE_DISCIPLINES = ("dna-splice", "music-composer")
+HEADLINE_DISCIPLINES = ("dna-splice", MUSIC)
 PROTEIN = "protein-malonylation"
 
 # Table 6 (test accuracy %, mean (std) over six mappings): BERT-base, re-emb and scratch rows, the average
@@ -188,13 +210,12 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
         value, metric = (mean_train_loss, "mean train loss") if claim_id == "faster-loss" else (run_value, "")
         for discipline in HEADLINE_DISCIPLINES:
             out.claims.append(judge(claims[claim_id], plan_, results, "pretrained", other, facet=discipline,
-                                    value=value, metric=metric))
+                                    value=value, metric=metric, learnt=True))
         out.claims.append(judge(claims[f"{claim_id}-protein"], plan_, results, "pretrained", other, facet=PROTEIN,
-                                value=value, metric=metric))
+                                value=value, metric=metric, learnt=True))
     out.claims.append(judge(claims["shift-vs-scratch"], plan_, results, "text shift 1000", "text random"))
     out.claims.append(judge(claims["shift-hurts"], plan_, results, "text shift 1000", "text pretrained"))
-    out.claims.append(judge(claims["similar-to-protein-model"], plan_, results, "MiniLM-AntiBERTy", "MiniLM-random",
-                            value=last_layer_pwcca, metric="PWCCA"))
+    out.claims.append(similarity_claim(claims["similar-to-protein-model"], plan_, results))
 
     out.tables.append(("Table 6 shape: test metric by discipline (mean ± std [95 % interval] (n) over seeds)",
                        grid_table(plan_, results, conditions=CONDITIONS, facets=DISCIPLINES, part="table 6")))
@@ -226,6 +247,18 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
         out.notes.append("PWCCA here is per position on protein-malonylation windows (MiniLM's and AntiBERTy's "
                          "tokenisers give the same positions); Kao's is on TAPE's protein tasks.")
     return out
+
+
+def similarity_claim(claim: Claim, plan_: Plan, results: Mapping[Step, Any]) -> tuple[Claim, Any]:
+    """Table 1's claim, gated on the similarity two random models have (the random-random pair): the floor of a
+    similarity, as the majority class is of a score; read with the claim's pairs, so it runs in the first look."""
+    compared = [values_by_seed(plan_, results, condition=c, part="table 1", value=last_layer_pwcca)
+                for c in ("MiniLM-AntiBERTy", "MiniLM-random", "random-random")]
+    floor = list(compared[2].values())
+    gate = Gate(SIDES, sum(floor) / len(floor), "the PWCCA of two random models") if floor else None
+    reads = tuple((c, PROTEIN, "table 1") for c in ("MiniLM-AntiBERTy", "MiniLM-random", "random-random"))
+    return claim, judged(claim, plan_, results, claim.id, "MiniLM-AntiBERTy", "MiniLM-random", compared[0],
+                         compared[1], reads=reads, metric="PWCCA", gate=gate)
 
 
 RECIPE = Recipe(name="kao", title="Kao & Lee: is a text model a cross-disciplinary learner?", paper="kao",

@@ -21,7 +21,9 @@ import pandas as pd
 
 from labcore.recipes.demos import PAPERS
 from labcore.recipes.base import Claim, Convergence, Plan, Recipe, Step
-from labcore.recipes.report import Report, condition_bars, grid_table, judge, judged, majority_floors, new_report
+from labcore.recipes.gate import EVERY
+from labcore.recipes.report import (Report, condition_bars, grid_table, judge, judged, levels_gate, majority_floors,
+                                    new_report)
 from labcore.recipes.verdict import EQUIVALENCE, ClaimTest
 from labcore.results.record import RunRecord
 from labcore.spec import make_spec
@@ -90,15 +92,26 @@ CUTS = {
 NULL_MARGIN = 0.03
 NULL_MARGIN_WHY = ("margin 0.03 of test accuracy, stated before running: the seed-to-seed spread of a quick "
                    "MiniLM splice run, below which a gain is no help a user would see")
+# Neither paper ran any of the lab's three tasks, and none of its claims here carries a number of theirs, so every
+# claim is the lab's question (as Kao's malonylation is), asked once: on a primary task fixed here before any drive,
+# the lab's 1D token task (dna-splice: ORCA's DNA task is DeepSEA) where a claim covers 1D tasks, MNIST for the 2D
+# one. The rows on the other tasks are shown as secondary; so align-refine against full fine-tuning on MNIST is
+# counted once, by no-help-2d, not also (with the opposite prediction) by beats-full.
+DROPPED = ("on tasks neither paper ran (ORCA: NAS-Bench-360 and PDEBench), with none of the papers' numbers to set "
+           "beside it: the lab's question")
+ONE_D_WHY = "the lab's 1D token task, where both papers expect the alignment to matter (ORCA's DNA task is DeepSEA)"
 CLAIMS = (
     Claim("beats-full", "Aligning the embedder to the pretraining modality before fine-tuning (align-then-refine) "
                         "scores above fine-tuning without the alignment.",
-          "Shen et al. 2023, abstract and the data-alignment ablations"),
+          "Shen et al. 2023, abstract and the data-alignment ablations", headline=False, dropped=DROPPED,
+          primary="dna-splice", primary_why=ONE_D_WHY),
     Claim("beats-fpt", "Align-then-refine scores above the frozen pretrained transformer (FPT), which trains "
                        "only the input and output layers, positions and norms.",
-          "Shen et al. 2023, abstract (beats general-purpose cross-modal methods)"),
+          "Shen et al. 2023, abstract (beats general-purpose cross-modal methods)", headline=False, dropped=DROPPED,
+          primary="dna-splice", primary_why=ONE_D_WHY),
     Claim("beats-scratch", "Align-then-refine scores above the same architecture trained from a random init.",
-          "Shen et al. 2023, the benchmark comparisons (train-from-scratch baseline)"),
+          "Shen et al. 2023, the benchmark comparisons (train-from-scratch baseline)", headline=False,
+          dropped=DROPPED, primary="dna-splice", primary_why=ONE_D_WHY),
     Claim("distance-tracks-score", "A lower OTDD between the embedded target data and the source text goes "
                                    "with a higher score after fine-tuning (negative rank correlation across "
                                    "runs).", "Shen et al. 2023, the data-alignment ablations",
@@ -107,15 +120,17 @@ CLAIMS = (
                               "alignment's length by construction: the correlation is confounded with the length, "
                               "so the lab reads it as its own question"),
     Claim("some-alignment-1d", "On 1D tasks some embedder training is needed: a short alignment scores above "
-                               "none.", "García-de-Herreros et al. 2024, abstract"),
+                               "none.", "García-de-Herreros et al. 2024, abstract", headline=False, dropped=DROPPED,
+          primary="dna-splice", primary_why=ONE_D_WHY),
     Claim("more-not-better-1d", "On 1D tasks more embedder training is not better (tested as: a long alignment "
                                 "scores within the margin of a short one).",
           "García-de-Herreros et al. 2024, abstract",
-          test=ClaimTest(kind=EQUIVALENCE, margin=NULL_MARGIN), why=NULL_MARGIN_WHY),
+          test=ClaimTest(kind=EQUIVALENCE, margin=NULL_MARGIN), why=NULL_MARGIN_WHY, headline=False, dropped=DROPPED,
+          primary="dna-splice", primary_why=ONE_D_WHY),
     Claim("no-help-2d", "Embedder training does not help 2D tasks at all (tested as: the aligned model scores within "
                         "the margin of the one fine-tuned without alignment).",
           "García-de-Herreros et al. 2024, abstract", test=ClaimTest(kind=EQUIVALENCE, margin=NULL_MARGIN),
-          why=NULL_MARGIN_WHY),
+          why=NULL_MARGIN_WHY, headline=False, dropped=DROPPED),
 )
 
 
@@ -238,10 +253,12 @@ def report(plan_: Plan, results: Mapping[Step, Any]) -> Report:
     for discipline in DISCIPLINES:
         out.claims.append(judge(claims["beats-scratch"], plan_, results, ORCA, RANDOM, facet=discipline))
     rho = correlation_by_seed(plan_, results)
+    # a correlation across runs that learnt nothing tells nothing: every aligned run's task must be learnt
+    reads = tuple((c, d, None) for c in ALIGNED for d in DISCIPLINES)
     out.claims.append((claims["distance-tracks-score"],
                        judged(claims["distance-tracks-score"], plan_, results, "distance-tracks-score",
                               "ρ(final OTDD, test metric)", NO_CORRELATION, rho, {seed: 0.0 for seed in rho},
-                              metric="Spearman ρ", reads=tuple((c, None, None) for c in ALIGNED))))
+                              metric="Spearman ρ", reads=reads, gate=levels_gate(plan_, results, reads, EVERY))))
     for discipline in ONE_D:
         out.claims.append(judge(claims["some-alignment-1d"], plan_, results, SHORT, FULL, facet=discipline))
     for discipline in ONE_D:

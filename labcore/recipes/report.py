@@ -17,7 +17,8 @@ import pandas as pd
 from labcore.results.metrics import aggregate
 from labcore.recipes import tuning
 from labcore.recipes.base import Claim, Plan, Step
-from labcore.recipes.verdict import EQUIVALENCE, ClaimTest, Verdict, measure
+from labcore.recipes.gate import EVERY, SIDES, Gate, Level
+from labcore.recipes.verdict import ClaimTest, Verdict, measure
 from labcore.results.record import RunRecord
 
 Results = Mapping[Step, Any]  # a RunRecord for a finished run, a result dict for other kinds, None: not done
@@ -49,6 +50,9 @@ class Report:
     done: int = 0
     total: int = 0
     wall_s: float = 0.0  # summed wall time of the finished runs and pretrainings
+    # claims the recipe once counted among the paper's headline claims, each with why it no longer does
+    dropped: list[Claim] = field(default_factory=list)
+    machine: str = ""  # the device its finished runs recorded (their CPU's model name): what their times are on
 
     @property
     def complete(self) -> bool:
@@ -118,57 +122,78 @@ def long_table(plan: Plan, results: Results, *, value: Callable[[Any], float | N
     return pd.DataFrame(rows, columns=["part", "facet", "condition", "seed", "kind", "status", "value", "wall_time_s"])
 
 
-def judge(claim: Claim, plan: Plan, results: Results, a: str, b: str, *, facet: str | None = None,
-          part: str | None = None, value: Callable[[Any], float | None] = run_value, metric: str = "",
-          test: ClaimTest | None = None, name: str = "", learnt: bool = False) -> tuple[Claim, Verdict]:
-    """The claim's looks on a (facet's) condition a against b, by the claim's own test (or ``test``): see
-    :func:`labcore.recipes.verdict.measure`; :func:`labcore.recipes.base.settle_claims` decides the report's
-    claims together.
-    ``name``: the verdict's id where one claim is tested on several pairs of one facet (default: id/facet).
-    ``learnt``: ``value`` reads something that means nothing unless a side learnt the task (steps until the
-    validation score levels off), so the test scores of the same runs are held against the floor too."""
-    va = values_by_seed(plan, results, condition=a, facet=facet, part=part, value=value)
-    vb = values_by_seed(plan, results, condition=b, facet=facet, part=part, value=value)
-    verdict = judged(claim, plan, results, name or claim.id + (f"/{facet}" if facet else ""),
-                     a + (f" on {facet}" if facet else ""), b + (f" on {facet}" if facet else ""), va, vb,
-                     reads=((a, facet, part), (b, facet, part)), metric=metric, test=test)
-    if value is run_value:  # the test metric itself: a floor to read it against, per-example results to pool
-        from labcore.recipes.pooled import pooled_mcnemar
+Side = str | tuple[str, ...]  # a condition, or several whose per-seed mean is the side (one verdict over them)
 
-        verdict = replace(verdict, floor=at_the_floor(plan, results, (a, b), facet, part, va, vb, test or claim.test))
+
+def side_values(plan: Plan, results: Results, side: Side, *, facet: str | None = None, part: str | None = None,
+                value: Callable[[Any], float | None] = run_value) -> dict[int, float]:
+    """{seed: value} of a side: one condition's, or the per-seed mean of several over the seeds all of them have."""
+    if isinstance(side, str):
+        return values_by_seed(plan, results, condition=side, facet=facet, part=part, value=value)
+    each = [values_by_seed(plan, results, condition=c, facet=facet, part=part, value=value) for c in side]
+    seeds = sorted(set.intersection(*(set(v) for v in each))) if each else []
+    return {s: sum(v[s] for v in each) / len(each) for s in seeds}
+
+
+def side_name(side: Side) -> str:
+    return side if isinstance(side, str) else "the mean of " + ", ".join(side)
+
+
+def conditions_of(*sides: Side) -> tuple[str, ...]:
+    return tuple(c for side in sides for c in ((side,) if isinstance(side, str) else side))
+
+
+def judge(claim: Claim, plan: Plan, results: Results, a: Side, b: Side, *, facet: str | None = None,
+          part: str | None = None, value: Callable[[Any], float | None] = run_value, metric: str = "",
+          test: ClaimTest | None = None, name: str = "", learnt: bool = False,
+          primary: bool | None = None) -> tuple[Claim, Verdict]:
+    """The claim's looks on a (facet's) side a against b, by the claim's own test (or ``test``): see
+    :func:`labcore.recipes.verdict.measure`; :func:`labcore.recipes.base.settle_claims` decides the report's
+    claims together. A side is a condition, or several whose per-seed mean it compares.
+    ``name``: the verdict's id where one claim is tested on several pairs of one facet (default: id/facet).
+    ``learnt``: ``value`` reads something that means nothing unless the runs learnt the task (steps until the
+    validation score levels off, a training loss), so the learnt gate holds every condition's test scores
+    against the floor; with the test metric itself the gate reads the compared scores (labcore.recipes.gate).
+    ``primary``: whether this is the claim's one counted verdict (default: its facet is the claim's primary)."""
+    va = side_values(plan, results, a, facet=facet, part=part, value=value)
+    vb = side_values(plan, results, b, facet=facet, part=part, value=value)
+    reads = tuple((c, facet, part) for c in conditions_of(a, b))
+    gate = sides_gate(plan, results, reads) if value is run_value else \
+        levels_gate(plan, results, reads, EVERY) if learnt else None
+    at = f" on {facet}" if facet else ""
+    verdict = judged(claim, plan, results, name or claim.id + (f"/{facet}" if facet else ""), side_name(a) + at,
+                     side_name(b) + at, va, vb, reads=reads, metric=metric, test=test, gate=gate,
+                     primary=claim.primary in ("", facet) if primary is None else primary)
+    if value is run_value and isinstance(a, str) and isinstance(b, str):  # per-example results to pool
+        from labcore.recipes.pooled import pooled_mcnemar
 
         pooled = pooled_mcnemar(results_by_seed(plan, results, condition=a, facet=facet, part=part),
                                 results_by_seed(plan, results, condition=b, facet=facet, part=part))
         verdict = replace(verdict, pooled=pooled.sentence() if pooled else "")
-    elif learnt:
-        scores = [values_by_seed(plan, results, condition=c, facet=facet, part=part, value=run_value) for c in (a, b)]
-        floor = at_the_floor(plan, results, (a, b), facet, part, *scores, ClaimTest())
-        if floor:
-            verdict = replace(verdict, floor=f"{floor} (by their test scores), so their {metric or 'measure'} "
-                                             f"tells nothing")
     return claim, verdict
 
 
-def at_the_floor(plan: Plan, results: Results, conditions: Sequence[str], facet: str | None, part: str | None,
-                 values_a: Mapping[int, float], values_b: Mapping[int, float], test: ClaimTest) -> str:
-    """Why a comparison cannot test its claim, where neither side learnt the task: neither side's mean rises more
-    than the claim's tolerance above the task's floor (:func:`comparison_floor`).
-    The tolerance is an equivalence claim's margin (two sides that both sit within it of the floor are
-    "equivalent" whatever the claim), else the claim's resolution. "" where a side learnt, or no floor is known."""
-    if not values_a or not values_b:
-        return ""
-    found = comparison_floor(plan, results, tuple((c, facet, part) for c in conditions))
+def sides_gate(plan: Plan, results: Results, reads: Sequence[tuple[str, Any, Any]]) -> Gate | None:
+    """The learnt gate of a claim whose compared values are test scores: the highest floor of the runs read
+    (:func:`comparison_floor`); None where no floor is known."""
+    found = comparison_floor(plan, results, reads)
     if found is None:
-        return ""
-    floor, how = found
-    tolerance = test.margin if test.kind == EQUIVALENCE else test.resolution
-    means = [sum(v.values()) / len(v) for v in (values_a, values_b)]
-    if max(means) > floor + tolerance:
-        return ""
-    # A side below the floor learnt less than the trivial solution: no nearer to the task than one at it.
-    how = how or "the majority class" + (f" of {facet}" if facet else "")
-    return (f"both sides' means ({means[0]:.3f}, {means[1]:.3f}) rise no more than {tolerance:g} above the floor "
-            f"of {floor:.3f} ({how}): neither learnt the task")
+        return None
+    facets = sorted({str(f) for _, f, _ in reads if f})
+    return Gate(SIDES, found[0], found[1] or "the majority class" + (f" of {', '.join(facets)}" if facets else ""))
+
+
+def levels_gate(plan: Plan, results: Results, reads: Sequence[tuple[str, Any, Any]], rule: str) -> Gate | None:
+    """The learnt gate of a claim on another measure: each (condition, facet, part) read, by its runs' test
+    scores over its own floor (``rule``: EVERY or BEST of them must clear it); None where no floor is known."""
+    levels = []
+    for condition, facet, part in reads:
+        found = comparison_floor(plan, results, ((condition, facet, part),))
+        if found is not None:
+            scores = values_by_seed(plan, results, condition=condition, facet=facet, part=part)
+            levels.append(Level(condition + (f" on {facet}" if facet else ""), found[0],
+                                found[1] or "the majority class", scores))
+    return Gate(rule, levels=tuple(levels)) if levels else None
 
 
 def results_by_seed(plan: Plan, results: Results, *, condition: str, facet: str | None = None,
@@ -180,12 +205,14 @@ def results_by_seed(plan: Plan, results: Results, *, condition: str, facet: str 
 
 def judged(claim: Claim, plan: Plan, results: Results, name: str, a: str, b: str, values_a: Mapping[int, float],
            values_b: Mapping[int, float], *, reads: Sequence[tuple[str, str | None, str | None]],
-           metric: str = "", test: ClaimTest | None = None) -> Verdict:
+           metric: str = "", test: ClaimTest | None = None, gate: Gate | None = None,
+           primary: bool = True) -> Verdict:
     """The looks of a claim on values the report computed itself (a gain, a mean of permutations): ``reads``
     names the (condition, facet, part) of the steps they come from, so the sequential driver knows which
-    steps a still open claim needs more seeds of, and the report what they cost."""
+    steps a still open claim needs more seeds of, and the report what they cost. ``gate``: the learnt gate
+    (:func:`sides_gate`, :func:`levels_gate`); None: no floor is known."""
     verdict = measure(name, a, b, values_a, values_b, test=test or claim.test, metric=metric,
-                      headline=claim.headline, can_grow=plan.can_grow)
+                      headline=claim.headline, can_grow=plan.can_grow, gate=gate, primary=primary)
     n = verdict.n or max(min(verdict.n_a, verdict.n_b), 0)
     return replace(verdict, reads=tuple(reads), cpu_s=cpu_seconds(plan, results, reads, n))
 
@@ -221,7 +248,14 @@ def new_report(recipe: Any, plan: Plan, results: Results) -> Report:
     grid = rates and any(step.part == tuning.GRID_PART for step in plan.steps)
     return Report(recipe=recipe.name, title=recipe.title, paper=recipe.paper, budget=plan.budget,
                   seeds=plan.seeds, cuts=plan.cuts, done=done, total=total, wall_s=wall,
+                  dropped=[claim for claim in recipe.claims if claim.dropped], machine=machine_of(results),
                   tuning=tuning.rate_table(_untuned(plan, rates), rates, results) if grid else None)
+
+
+def machine_of(results: Results) -> str:
+    """The device name most of the finished runs recorded ("" where none did)."""
+    names = [r.device_name for r in results.values() if isinstance(r, RunRecord) and r.device_name]
+    return max(set(names), key=names.count) if names else ""
 
 
 def _untuned(plan: Plan, rates: Sequence[float]) -> Plan:
@@ -230,9 +264,10 @@ def _untuned(plan: Plan, rates: Sequence[float]) -> Plan:
     return replace(plan, stages=stages)
 
 
-__all__ = ["PaperNumbers", "Report", "Results", "cell", "condition_bars", "cpu_seconds", "grid_table", "judge",
-           "judged", "long_table", "loss_curve_figure", "majority_floors", "new_report", "progress_counts",
-           "results_by_seed", "run_value", "step_in", "task_floor", "values_by_seed", "wall_seconds"]
+__all__ = ["PaperNumbers", "Report", "Results", "Side", "cell", "comparison_floor", "condition_bars",
+           "conditions_of", "cpu_seconds", "grid_table", "judge", "judged", "levels_gate", "long_table",
+           "loss_curve_figure", "majority_floors", "new_report", "progress_counts", "results_by_seed", "run_value",
+           "side_name", "side_values", "sides_gate", "step_in", "task_floor", "values_by_seed", "wall_seconds"]
 
 
 # ------------------------------------------------------------------------------------------ figures

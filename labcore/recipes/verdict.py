@@ -15,6 +15,11 @@ three looks, stays at or below :data:`ALPHA` = 5 % (:func:`labcore.recipes.seque
 shows it; the tests run it). A claim decided at a look stops there; one still open gets more seeds, and one
 open at the last look (or when the plan cannot grow) is **inconclusive**.
 
+The learnt gate (:mod:`labcore.recipes.gate`): a look whose runs did not learn their task (the better side
+of a difference, both sides of an equivalence, no higher than the task's floor plus the claim's smallest effect
+of interest) tests nothing; a claim whose latest look fails it reads **not tested**, is counted apart and
+leaves Holm's family.
+
 Guards: a zero or tiny spread of the differences would give an interval of no width that "decides"
 anything, so the spread is taken as at least the claim's :attr:`ClaimTest.resolution`; pairs are kept (only
 seeds finished on both sides count, and a missing partner is named, never dropped to an unpaired test).
@@ -31,12 +36,17 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from labcore.recipes import gate as gates
+from labcore.recipes.gate import EFFECT, Gate
+
 HOLDS = "holds"
 DOES_NOT_HOLD = "does not hold"
 INCONCLUSIVE = "inconclusive"  # final: the last look (or the seeds the plan allows) did not decide it
 OPEN = "open"  # not decided yet: the rule's next look will add seeds to it
 NOT_MEASURED = "not measured"  # a side has no finished run yet: no verdict at all
-WORDS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, OPEN, NOT_MEASURED)
+# final: the runs did not learn their task (the learnt gate), so the comparison says nothing of the claim
+NOT_TESTED = "not tested"
+WORDS = (HOLDS, DOES_NOT_HOLD, INCONCLUSIVE, OPEN, NOT_MEASURED, NOT_TESTED)
 DECIDED = (HOLDS, DOES_NOT_HOLD)
 
 DIFFERENCE = "difference"
@@ -62,6 +72,9 @@ class ClaimTest:
     direction: int = 1  # difference: +1 claims a > b, -1 claims a < b
     margin: float = 0.0  # equivalence: the claim is |a - b| < margin (stated with its reason in the claim)
     resolution: float = RESOLUTION  # the spread of differences is taken as at least this (zero-spread guard)
+    # the smallest effect of interest, in the metric's units: the height above the task's floor the learnt gate
+    # asks of a claim on test scores (labcore.recipes.gate), and the effect the report's projections size seeds for
+    effect: float = EFFECT
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
@@ -72,6 +85,8 @@ class ClaimTest:
             raise ValueError("an equivalence test needs a margin above 0, stated before running")
         if not self.resolution > 0:
             raise ValueError("the resolution (the smallest spread believed) must be above 0")
+        if not self.effect > 0:
+            raise ValueError("the smallest effect of interest must be above 0")
 
 
 @dataclass(frozen=True)
@@ -87,6 +102,7 @@ class Look:
     outcome: str  # the word if this look decides: HOLDS or DOES_NOT_HOLD
     mean_a: float = math.nan  # each side's mean over the look's pairs
     mean_b: float = math.nan
+    gate: str = ""  # why this look's runs cannot test the claim (labcore.recipes.gate); "": they can
 
 
 def p_values(diffs: np.ndarray, test: ClaimTest, nominal: float = NOMINAL_ALPHA
@@ -125,8 +141,9 @@ def pairs(values_a: Mapping[int, float], values_b: Mapping[int, float]) -> tuple
 
 
 def looks_of(values_a: Mapping[int, float], values_b: Mapping[int, float], test: ClaimTest,
-             looks: Sequence[int] = LOOKS) -> list[Look]:
-    """The claim's test at every look its finished pairs reach (the first n pairs in seed order)."""
+             looks: Sequence[int] = LOOKS, gate: Gate | None = None) -> list[Look]:
+    """The claim's test at every look its finished pairs reach (the first n pairs in seed order), each with
+    the learnt gate's reading of those pairs."""
     both, _, _ = pairs(values_a, values_b)
     diffs = np.array([values_a[s] - values_b[s] for s in both])
     out = []
@@ -136,7 +153,8 @@ def looks_of(values_a: Mapping[int, float], values_b: Mapping[int, float], test:
         mean, sd, low, high, p, holds = p_values(diffs[:n][None, :], test)
         out.append(Look(n, float(mean[0]), float(sd[0]), float(low[0]), float(high[0]), float(p[0]),
                         HOLDS if holds[0] else DOES_NOT_HOLD, _means(values_a, both[:n]),
-                        _means(values_b, both[:n])))
+                        _means(values_b, both[:n]),
+                        gates.reason(gate, test.effect, test.kind == EQUIVALENCE, values_a, values_b, both[:n])))
     return out
 
 
@@ -174,10 +192,13 @@ class Verdict:
     reads: tuple[tuple[str, Any, Any], ...] = ()
     cpu_s: float = 0.0
     pooled: str = ""  # a secondary pooled per-example test, in words (labcore.recipes.pooled); never the verdict
-    # where both sides stayed at the task's floor (its trivial solution, majority class or chance): why the
-    # claim cannot be tested at this budget. Such a verdict is never decided: an "equivalence" of two runs that
-    # learnt nothing says nothing of the claim, and more seeds of the same budget would not change that.
+    # where the latest look's runs did not learn their task (the learnt gate, labcore.recipes.gate): why the claim
+    # is not tested at this budget. An "equivalence" of two runs that learnt nothing says nothing of the claim, and
+    # more seeds of the same budget would not change that: the verdict reads NOT_TESTED and leaves Holm's family.
     floor: str = ""
+    # the claim's one counted verdict (its primary task, fixed in the recipe); False: a per-task row shown beside
+    # it, settled in a family of its own and never counted or given seeds of its own
+    primary: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -197,7 +218,7 @@ class Verdict:
         """The rule's reason for the word, in a few words ("stopped at n = 5: holds")."""
         if self.word == NOT_MEASURED:
             return "nothing to compare yet"
-        if self.floor:
+        if self.word == NOT_TESTED:
             return f"not tested at this budget: {self.floor}"
         if self.decided:
             return f"stopped at n = {self.decided_at}: {self.word}"
@@ -239,11 +260,13 @@ def _finite(values: Mapping[int, float]) -> dict[int, float]:
 
 
 def measure(claim: str, a: str, b: str, values_a: Mapping[int, float], values_b: Mapping[int, float], *,
-            test: ClaimTest = ClaimTest(), metric: str = "", headline: bool = True, can_grow: bool = True) -> Verdict:
-    """The claim's looks, not yet decided: :func:`settle` decides a family of them together."""
+            test: ClaimTest = ClaimTest(), metric: str = "", headline: bool = True, can_grow: bool = True,
+            gate: Gate | None = None, primary: bool = True) -> Verdict:
+    """The claim's looks, not yet decided: :func:`settle` decides a family of them together. ``gate``: what the
+    runs must reach before a look tests anything (None: no floor is known)."""
     va, vb = _finite(values_a), _finite(values_b)
     both, only_a, only_b = pairs(va, vb)
-    looks = tuple(looks_of(va, vb, test))
+    looks = tuple(looks_of(va, vb, test, gate=gate))
     last = looks[-1] if looks else None
     used = both[:last.n] if last else both
     word = NOT_MEASURED if not va or not vb else (OPEN if can_grow else INCONCLUSIVE)
@@ -251,7 +274,8 @@ def measure(claim: str, a: str, b: str, values_a: Mapping[int, float], values_b:
     return Verdict(claim, word, a, b, test.direction, len(va), len(vb), _means(va, used), _means(vb, used), diff,
                    last.low if last else math.nan, last.high if last else math.nan, True, metric, test.kind,
                    test.margin, last.n if last else 0, last.p if last else math.nan, 0, headline, "",
-                   tuple(only_a + only_b), looks, test, can_grow)
+                   tuple(only_a + only_b), looks, test, can_grow, floor=last.gate if last else "",
+                   primary=primary)
 
 
 def _holm_pass(candidates: dict[int, float], m: int, alpha: float) -> set[int]:
@@ -271,16 +295,18 @@ def settle(verdicts: Sequence[Verdict], alpha: float = ALPHA, nominal: float = N
     alone exactly where that is at most ``alpha``); Holm's step-down then runs over the family's claims, those
     decided at earlier looks keeping the p that decided them. A claim rejected at a look is decided there with
     that look's outcome; the others stay open (or inconclusive where the plan cannot grow or the last look
-    has passed). Verdicts of several families: call once per family."""
+    has passed). A claim whose latest look fails the learnt gate (its ``floor``) is not tested: it leaves the
+    family (Holm's m counts the others) and reads NOT_TESTED; a look that fails the gate tests nothing.
+    Verdicts of several families: call once per family."""
     out = list(verdicts)
-    m = len(out)
+    m = sum(1 for v in out if not v.floor)
     decided: dict[int, float] = {}
     for round_, n in enumerate(LOOKS):
         ps = dict(decided)
         for i, v in enumerate(out):
-            if i not in decided and len(v.looks) > round_ and not v.floor:
+            if i not in decided and len(v.looks) > round_ and not v.floor and not v.looks[round_].gate:
                 ps[i] = min(1.0, v.looks[round_].p * alpha / nominal)
-        for i in sorted(_holm_pass(ps, m, alpha) - set(decided)):
+        for i in sorted(_holm_pass(ps, max(m, len(ps)), alpha) - set(decided)):
             look = out[i].looks[round_]
             decided[i] = ps[i]
             out[i] = replace(out[i], word=look.outcome, decided_at=n, n=n, difference=look.difference,
@@ -289,10 +315,13 @@ def settle(verdicts: Sequence[Verdict], alpha: float = ALPHA, nominal: float = N
     for i, v in enumerate(out):
         if i in decided or v.word == NOT_MEASURED:
             continue
-        alone = next((look for look in v.looks if look.p <= nominal), None)
-        note = (f"alone it would stop at n = {alone.n}; Holm's correction over the {m} claims of its family keeps "
-                f"it open" if alone and m > 1 else "")
-        final = not v.can_grow or v.n >= LOOKS[-1] or bool(v.floor)
+        if v.floor:
+            out[i] = replace(v, word=NOT_TESTED, holm="")
+            continue
+        alone = next((look for look in v.looks if look.p <= nominal and not look.gate), None)
+        note = (f"alone it would stop at n = {alone.n}; Holm's correction over the {m} tested claims of its family "
+                f"keeps it open" if alone and m > 1 else "")
+        final = not v.can_grow or v.n >= LOOKS[-1]
         out[i] = replace(v, word=INCONCLUSIVE if final else OPEN, holm=note)
     return out
 
@@ -334,5 +363,5 @@ def difference_interval(a: Mapping[int, float], b: Mapping[int, float],
 
 
 __all__ = ["ALPHA", "ClaimTest", "DECIDED", "DIFFERENCE", "DOES_NOT_HOLD", "EQUIVALENCE", "HOLDS", "INCONCLUSIVE",
-           "KINDS", "LOOKS", "Look", "NOMINAL_ALPHA", "NOT_MEASURED", "OPEN", "RESOLUTION", "Verdict", "WORDS",
-           "decide", "difference_interval", "looks_of", "measure", "p_values", "pairs", "settle"]
+           "KINDS", "LOOKS", "Look", "NOMINAL_ALPHA", "NOT_MEASURED", "NOT_TESTED", "OPEN", "RESOLUTION", "Verdict",
+           "WORDS", "decide", "difference_interval", "looks_of", "measure", "p_values", "pairs", "settle"]
