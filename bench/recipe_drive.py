@@ -26,6 +26,7 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from labcore.execution.executor import LocalExecutor
+from labcore.execution.lifetime import FOR_SOMEONE, Lifetime
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import advance, plan_for, results_of, seeds_words
 from labcore.recipes.export import headline_count, verdict_table
@@ -97,7 +98,9 @@ def main() -> None:
     parser.add_argument("--store", default=None)
     parser.add_argument("--out", default="", help="write every verdict of every recipe as CSV")
     args = parser.parse_args()
-    executor = LocalExecutor(open_store(args.store), workers=args.workers)
+    # Its workers leave once this process ends: a drive that printed its verdicts leaves nothing polling.
+    executor = LocalExecutor(open_store(args.store), workers=args.workers,
+                             lifetime=Lifetime(idle_exit_s=FOR_SOMEONE.idle_exit_s, parent_pid=os.getpid()))
     tables = [drive(name, args, executor) for name in args.names]
     if args.out:
         pd.concat(tables).to_csv(args.out, index=False)

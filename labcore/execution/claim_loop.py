@@ -9,7 +9,9 @@ The local worker (:mod:`labcore.execution.worker`, which runs each job in its ow
 * reaping every ``reap_every_s``;
 * the queue gate: the queue's lock is only taken when something was pushed since the queue was last seen
   empty (and every ``full_claim_every_s`` anyway, as a safety net);
-* a full disk is waited out (the process stays, launched jobs go on), not a crash.
+* a full disk is waited out (the process stays, launched jobs go on), not a crash;
+* its :class:`Lifetime`: a process started for someone leaves once idle too long or once its starter has
+  ended, and any leaves when its store folder is deleted (it never makes the folder again).
 
 What differs are the hooks: :meth:`~ClaimLoop.capacity` (how many more jobs may start now),
 :meth:`~ClaimLoop.launch` (start a claimed job), :meth:`~ClaimLoop.poll` (collect launched jobs that ended,
@@ -20,15 +22,18 @@ one whose ``launch`` only starts the job beats between ticks, on the loop's thre
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, NamedTuple
 
 from labcore.execution.attempt import EventSink
-from labcore.store import Claim, Store, health
+from labcore.execution.lifetime import Lifetime
+from labcore.store import Claim, Store, health, process_state
 
 
 @dataclass(frozen=True)
@@ -57,9 +62,13 @@ class ClaimLoop:
 
     beat_from_thread = False  # True where launch() runs the job to its end: nothing else could beat meanwhile
 
-    def __init__(self, store: Store, identity: Identity) -> None:
+    def __init__(self, store: Store, identity: Identity, lifetime: Lifetime = Lifetime()) -> None:
         self.store = store
         self.identity = identity
+        self.lifetime = lifetime
+        self.store_gone = False  # the store's folder was deleted or replaced: nothing more is written to it
+        self._db_folder = _identity(store.root / "db")
+        self._idle_since = time.time()
         self.pid = identity.pid
         self.stop_reason: str | None = None  # "interrupted" once asked to stop (a signal, stop())
         self.state = "starting"  # "idle" once start() is done (a warm process)
@@ -130,7 +139,8 @@ class ClaimLoop:
             if beating is not None:
                 beating.join(timeout=5)
             self.close()
-            self.store.unregister_worker(self.pid)
+            if not self.store_gone:
+                self.store.unregister_worker(self.pid)
             print(f"{self.identity.label}: stopped after {self.handled} job(s)", flush=True)
         return self.handled
 
@@ -158,6 +168,11 @@ class ClaimLoop:
     def _tick(self) -> None:
         settings = self.store.settings
         now = time.time()
+        if not self.stop_reason:
+            self._leave_when_done(now)
+        if self.store_gone:
+            self.poll()
+            return
         if not self.beat_from_thread and now - self._last_beat >= settings.heartbeat_every_s:
             self.beat()
         self.tick(now)
@@ -167,6 +182,28 @@ class ClaimLoop:
                 self._last_reap = now
             self._claim(now)
         self.poll()
+
+    def _leave_when_done(self, now: float) -> None:
+        """Leave on the lifetime's terms: the store folder gone (at once, writing nothing to it), the starter
+        ended (running jobs stop and checkpoint), idle too long (only with nothing running)."""
+        label = self.identity.label
+        if _identity(self.store.root / "db") != self._db_folder:
+            self.store_gone = True
+            print(f"{label}: the store folder {self.store.root} was deleted or replaced; leaving without "
+                  f"recreating it", file=sys.stderr, flush=True)
+            self.stop()
+            return
+        parent = self.lifetime.parent_pid
+        if parent and process_state(parent) in ("gone", "zombie"):
+            print(f"{label}: the process that started it ({parent}) has ended; leaving", flush=True)
+            self.stop()
+            return
+        if self.launched():
+            self._idle_since = now
+        elif self.lifetime.idle_exit_s and now - self._idle_since >= self.lifetime.idle_exit_s:
+            print(f"{label}: idle for {now - self._idle_since:.0f} s (it leaves after "
+                  f"{self.lifetime.idle_exit_s:g} s); leaving", flush=True)
+            self.leave()
 
     def _claim(self, now: float) -> None:
         """Claim and launch while there is capacity."""
@@ -192,6 +229,8 @@ class ClaimLoop:
 
     def beat(self) -> None:
         """Rewrite the process's heartbeat and each launched job's; a job whose beat is refused is lost."""
+        if self.store_gone:
+            return
         runs = self.launched()
         state = "stopping" if self.stop_reason else ("running" if runs else self.state)
         self.store.worker_heartbeat(self.pid, state=state, run=runs[0].claim.key if runs else None)
@@ -203,3 +242,12 @@ class ClaimLoop:
                 self.lost(run)  # resumed elsewhere after a false "dead": that attempt owns the job now
                 continue
             sink.flush_if_due()
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """The folder's device and inode (None once it is gone): a folder deleted and made again is another one."""
+    try:
+        found = os.stat(folder)
+    except OSError:
+        return None
+    return found.st_dev, found.st_ino

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterable, Protocol
 
 from labcore import jobs
 from labcore.errors import LabError
+from labcore.execution.lifetime import FOR_SOMEONE, Lifetime
 from labcore.paths import env_number
 from labcore.registry import Registry
 from labcore.store import JobStatus, NewJob, Store, Submission, Withdrawal, open_store
@@ -142,17 +143,19 @@ class _StoreExecutor:
 class LocalExecutor(_StoreExecutor):
     """Runs jobs in worker processes on this machine; starts them when none is alive."""
 
-    def __init__(self, store: Store | None = None, *, workers: int = 1, autostart: bool = True) -> None:
+    def __init__(self, store: Store | None = None, *, workers: int = 1, autostart: bool = True,
+                 lifetime: Lifetime = FOR_SOMEONE) -> None:
         if workers < 1:
             raise LabError(f"the local executor needs at least 1 worker, got {workers}; "
                            f"set TRANSFERLAB_WORKERS to 1 or more")
         self.store = store or open_store()
         self.workers = workers
         self.autostart = autostart
+        self.lifetime = lifetime  # of the workers it starts: they leave when idle, or with their starter
 
     def on_store(self, store: Store) -> "LocalExecutor":
         """The same executor on another store (the pages follow the current cache)."""
-        return LocalExecutor(store, workers=self.workers, autostart=self.autostart)
+        return LocalExecutor(store, workers=self.workers, autostart=self.autostart, lifetime=self.lifetime)
 
     # -------------------------------------------------------------------------------- local workers
     def _wake_workers(self) -> None:
@@ -172,7 +175,7 @@ class LocalExecutor(_StoreExecutor):
         with self.store.transaction():
             alive = self.store.workers(alive_only=True, role="worker")
             for _ in range(self.workers - len(alive)):
-                started.append(start_worker(self.store, new_session=True).pid)
+                started.append(start_worker(self.store, new_session=True, lifetime=self.lifetime).pid)
         return started
 
     def stop_workers(self, timeout_s: float | None = None, *, hold: bool = False,
@@ -212,8 +215,8 @@ class RayExecutor(LocalExecutor):
     ROLE = "ray-executor"
 
     def __init__(self, store: Store | None = None, *, address: str | None = None, autostart: bool = True,
-                 start_timeout_s: float = 120.0) -> None:
-        super().__init__(store, workers=1, autostart=autostart)
+                 start_timeout_s: float = 120.0, lifetime: Lifetime = FOR_SOMEONE) -> None:
+        super().__init__(store, workers=1, autostart=autostart, lifetime=lifetime)
         self.address = os.environ.get("RAY_ADDRESS", "") if address is None else address
         self.start_timeout_s = start_timeout_s  # how long a submit waits for a starting executor process
         # Only the executor process imports Ray; say here, at once, when the extra is missing.
@@ -223,7 +226,7 @@ class RayExecutor(LocalExecutor):
 
     def on_store(self, store: Store) -> "RayExecutor":
         return RayExecutor(store, address=self.address, autostart=self.autostart,
-                           start_timeout_s=self.start_timeout_s)
+                           start_timeout_s=self.start_timeout_s, lifetime=self.lifetime)
 
     def _admit(self, new: list[NewJob]) -> None:
         self.check_fits(new)
@@ -286,7 +289,7 @@ class RayExecutor(LocalExecutor):
                 return []
             extra = ("--address", self.address) if self.address else ()
             return [start_worker(self.store, new_session=True, extra_args=extra, module="labcore.execution.ray_pump",
-                                 role=self.ROLE).pid]
+                                 role=self.ROLE, lifetime=self.lifetime).pid]
 
     def alive_workers(self) -> list[dict[str, Any]]:
         return self.store.workers(alive_only=True, role=self.ROLE)

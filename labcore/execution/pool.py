@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from labcore.execution import lifetime as lifetimes
+from labcore.execution.lifetime import FOR_SOMEONE, Lifetime
 from labcore.machine import device as devices
 from labcore import paths
 from labcore.store import HOST, Store, StoreSettings, process_state
@@ -25,16 +27,18 @@ def worker_command(store: Store, *extra: str, module: str = "labcore.execution.w
 
 
 def start_worker(store: Store, *, new_session: bool = True, extra_args: tuple[str, ...] = (),
-                 module: str = "labcore.execution.worker", role: str = "worker") -> subprocess.Popen:
+                 module: str = "labcore.execution.worker", role: str = "worker",
+                 lifetime: Lifetime = FOR_SOMEONE) -> subprocess.Popen:
     """Start a worker process in the background; its output goes to ``<store>/logs/<role>-<pid>.log``.
 
     ``new_session`` (the app's choice) lets the worker outlive the page and the server that started it;
-    whoever starts one must also stop it (:func:`stop_workers`). ``module`` and ``role`` start another
-    kind of claiming process the same way (the Ray executor: ``labcore.execution.ray_pump``, ``ray-executor``).
+    whoever starts one must also stop it (:func:`stop_workers`), or give it a ``lifetime`` that ends it (by
+    default it leaves after half an hour without a job). ``module`` and ``role`` start another kind of
+    claiming process the same way (the Ray executor: ``labcore.execution.ray_pump``, ``ray-executor``).
     """
     store.logs_dir.mkdir(parents=True, exist_ok=True)
     log_path = store.logs_dir / f"{role}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{time.monotonic_ns()}.log"
-    command = worker_command(store, *extra_args, module=module)
+    command = worker_command(store, *extra_args, *lifetime.arguments(), module=module)
     gpu = next_gpu(store) if role == "worker" else None
     with open(log_path, "ab") as log:
         process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=log,
@@ -172,3 +176,4 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="torch threads per run (default: the cores divided among the workers alive here)")
     parser.add_argument("--exit-when-idle", action="store_true", help="exit once the queue is empty")
     parser.add_argument("--max-runs", type=int, default=0, help="exit after this many runs (0: no limit)")
+    lifetimes.add_arguments(parser)

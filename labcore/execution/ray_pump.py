@@ -46,7 +46,9 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from labcore import jobs, paths
 from labcore.paths import env_number
 from labcore.execution.attempt import EventSink, Outcome
+from labcore.execution import lifetime as lifetimes
 from labcore.execution.claim_loop import ClaimLoop, Identity, Launched
+from labcore.execution.lifetime import Lifetime
 from labcore.errors import LabError
 from labcore.events import LOG, NODE, LogEvent
 from labcore.jobs import Resources
@@ -117,9 +119,10 @@ class _Running:
 class RayPump(ClaimLoop):
     """Claims the store's jobs and runs them as Ray tasks until stopped (see the module's text)."""
 
-    def __init__(self, store: Store, *, address: str = "", settings: RaySettings = RaySettings()) -> None:
+    def __init__(self, store: Store, *, address: str = "", settings: RaySettings = RaySettings(),
+                 lifetime: Lifetime = Lifetime()) -> None:
         pid = os.getpid()
-        super().__init__(store, Identity(pid, f"ray executor {pid}", role=ROLE, command=" ".join(sys.argv)))
+        super().__init__(store, Identity(pid, f"ray executor {pid}", role=ROLE, command=" ".join(sys.argv)), lifetime)
         self.address = address
         self.settings = settings
         # (key, attempt) -> its task: a job resumed after a false "dead" may briefly have two attempts here
@@ -399,11 +402,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--temp-dir", default=RaySettings.temp_dir,
                         help=f"Ray's session folder for a local cluster (short: socket paths; default "
                              f"TRANSFERLAB_RAY_TMP, else {RaySettings.temp_dir})")
+    lifetimes.add_arguments(parser)
 
 
 def run_command(args: argparse.Namespace) -> int:
     pump = RayPump(open_store(args.store), address=args.address,
-                   settings=RaySettings(local_cpus=args.cpus, temp_dir=args.temp_dir))
+                   settings=RaySettings(local_cpus=args.cpus, temp_dir=args.temp_dir),
+                   lifetime=Lifetime.from_arguments(args))
     pump.install_signal_handlers()
     pump.serve()
     return 0

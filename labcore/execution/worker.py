@@ -40,6 +40,7 @@ from typing import Any
 from labcore import jobs
 from labcore.execution.attempt import EventSink, Outcome, OutputCapture, failure, run_attempt
 from labcore.execution.claim_loop import ClaimLoop, Identity, Launched
+from labcore.execution.lifetime import Lifetime
 from labcore.errors import LabError
 from labcore.jobs import JobContext, JobInput
 from labcore.execution.pool import add_worker_arguments, start_worker, stop_workers, supervise
@@ -51,10 +52,11 @@ class Worker(ClaimLoop):
     beat_from_thread = True  # launch() runs the job in this thread: the heartbeat has a thread of its own
 
     def __init__(self, store: Store, *, checkpoint_every: int | None = None, exit_when_idle: bool = False,
-                 max_runs: int = 0, threads: int = 0) -> None:
+                 max_runs: int = 0, threads: int = 0, lifetime: Lifetime = Lifetime()) -> None:
         pid = os.getpid()
         # The GPU its supervisor gave it (labcore.execution.pool), for the Runs page; "" where it sees the machine's.
-        super().__init__(store, Identity(pid, f"worker {pid}", gpu=os.environ.get("CUDA_VISIBLE_DEVICES", "")))
+        super().__init__(store, Identity(pid, f"worker {pid}", gpu=os.environ.get("CUDA_VISIBLE_DEVICES", "")),
+                         lifetime)
         self.threads = threads  # torch threads per job; 0: the cores divided among this host's workers
         self.settings = store.settings
         self.checkpoint_every = self.settings.checkpoint_every if checkpoint_every is None else checkpoint_every
@@ -232,17 +234,18 @@ def run_worker_command(args: argparse.Namespace) -> int:
         extra += ["--max-runs", str(args.max_runs)]
     if args.threads:
         extra += ["--threads", str(args.threads)]
+    lifetime = Lifetime.from_arguments(args)  # a person's worker serves until stopped unless they say otherwise
     if args.workers < 1:
         raise LabError(f"--workers must be at least 1, got {args.workers}")
     if args.detach:
-        started = [start_worker(store, extra_args=tuple(extra)).pid for _ in range(args.workers)]
+        started = [start_worker(store, extra_args=tuple(extra), lifetime=lifetime).pid for _ in range(args.workers)]
         print(f"started {len(started)} worker(s): {', '.join(map(str, started))}; "
               f"stop them with `python -m labcore worker --stop`")
         return 0
     if args.workers > 1:
-        return supervise(store, args.workers, tuple(extra))
-    worker = Worker(store, checkpoint_every=args.checkpoint_every,
-                    exit_when_idle=args.exit_when_idle, max_runs=args.max_runs, threads=args.threads)
+        return supervise(store, args.workers, tuple(extra) + lifetime.arguments())
+    worker = Worker(store, checkpoint_every=args.checkpoint_every, exit_when_idle=args.exit_when_idle,
+                    max_runs=args.max_runs, threads=args.threads, lifetime=lifetime)
     worker.install_signal_handlers()
     worker.serve()
     return 0

@@ -39,6 +39,7 @@ class StoreSettings:
     # how long a read that decided a job is dead waits to write it back (it keeps the answer in memory)
     reap_wait_s: float = 2.0
     stop_timeout_s: float = 30.0  # how long `worker --stop` lets a run checkpoint before SIGKILL
+    idle_exit_s: float = 1800.0  # a worker started for someone (a page, the API, a drive) leaves after this idle
     capture_join_s: float = 2.0  # how long a finished job waits for its output pumps to drain
     # A job starts only with this much free disk beside the store (its checkpoints and weights need room).
     min_free_mb: float = float(os.environ.get("TRANSFERLAB_MIN_FREE_MB", "64"))
