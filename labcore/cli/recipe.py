@@ -39,8 +39,15 @@ def add_arguments(subparsers: argparse._SubParsersAction) -> None:
     _add_store_argument(q)
     q.set_defaults(func=cmd_list)
 
-    q = actions.add_parser("run", help="queue a recipe's jobs, stage by stage, and wait for its report")
-    _add_plan_arguments(q)
+    q = actions.add_parser("run", help="queue a recipe's jobs, stage by stage, and wait for its report; --all: "
+                                       "drive every recipe into one store, resumable")
+    _add_plan_arguments(q, several=True)
+    q.add_argument("--all", action="store_true",
+                   help="drive every recipe (or the NAMEs given) into one store until each has ended, printing per "
+                        "recipe the claims decided so far and an ETA; run it again after a restart to go on")
+    q.add_argument("--workers", type=int, default=0,
+                   help="with --all or several NAMEs: local workers, which leave when the drive ends (default: one "
+                        "per core)")
     q.add_argument("--no-wait", action="store_true",
                    help="queue what can be queued now and return (later stages wait for `recipe run` again or "
                         "the Recipes page)")
@@ -61,8 +68,12 @@ def _add_store_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--store", default=None, help="store folder (default: <TRANSFERLAB_CACHE>/store)")
 
 
-def _add_plan_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("name", help="the recipe (see `python -m labcore recipe list`)")
+def _add_plan_arguments(parser: argparse.ArgumentParser, several: bool = False) -> None:
+    if several:
+        parser.add_argument("name", nargs="*", help="the recipe (see `python -m labcore recipe list`); several, or "
+                                                    "none with --all, drive them together")
+    else:
+        parser.add_argument("name", help="the recipe (see `python -m labcore recipe list`)")
     parser.add_argument("--budget", default="quick", choices=BUDGETS,
                         help="quick (a 2-core CPU), standard, or paper (a GPU); default quick")
     parser.add_argument("--seeds", default="", help="comma-separated seeds, fixed; default: the sequential rule's "
@@ -142,6 +153,13 @@ def _plan(args: argparse.Namespace, recipe: Recipe, store: Store):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    names = list(args.name)
+    if args.all or len(names) > 1:
+        return cmd_run_all(args, names or RECIPES.names())
+    if not names:
+        raise LabError("recipe run needs a recipe's name, several names, or --all; see `python -m labcore recipe "
+                       "list`")
+    args.name = names[0]
     recipe = _recipe(args.name)
     executor = executor_for(open_store(args.store), autostart=not args.no_start)
     store = executor.store
@@ -189,6 +207,38 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0 if progress.failed == 0 else 1
 
 
+def cmd_run_all(args: argparse.Namespace, names: list[str]) -> int:
+    """Drive several recipes into one store (:func:`labcore.recipes.drive_all.drive_all`); resumable: run again
+    after a restart, and every finished job comes from the store."""
+    import os
+
+    from labcore.execution.executor import LocalExecutor
+    from labcore.execution.lifetime import FOR_SOMEONE, Lifetime
+    from labcore.recipes.drive_all import drive_all
+
+    recipes = [_recipe(name) for name in names]
+    if not args.cap_minutes > 0:
+        raise LabError(f"--cap-minutes must be above 0, got {args.cap_minutes:g}")
+    workers = args.workers or os.cpu_count() or 1
+    # The workers leave once this process has ended (their running jobs checkpoint first), or after the usual
+    # idle time: a drive that ended, or was killed, leaves nothing polling the store.
+    executor = LocalExecutor(open_store(args.store), workers=workers, autostart=not args.no_start,
+                             lifetime=Lifetime(idle_exit_s=FOR_SOMEONE.idle_exit_s, parent_pid=os.getpid()))
+    print(f"driving {', '.join(names)} ({args.budget} budget) into {executor.store.root} with {workers} "
+          f"worker{'s' if workers != 1 else ''}; a finished job is never run again, so this command goes on after "
+          f"a restart", flush=True)
+    try:
+        standings = drive_all(recipes, args.budget, _seeds(args.seeds), executor, cap_s=args.cap_minutes * 60,
+                              poll_s=args.poll, say=lambda line: print(line, flush=True))
+    except KeyboardInterrupt:
+        print("\nStopped: the jobs queued stay in the store; the same command goes on from there.", file=sys.stderr)
+        return 130
+    print("\nEvery recipe has ended:")
+    for row in standings:
+        print(f"  {row.line(workers)}")
+    return 0 if not any(row.failed for row in standings) else 1
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     recipe = _recipe(args.name)
     store = open_store(args.store)
@@ -203,4 +253,4 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_arguments", "cmd_list", "cmd_report", "cmd_run", "progress_line"]
+__all__ = ["add_arguments", "cmd_list", "cmd_report", "cmd_run", "cmd_run_all", "progress_line"]

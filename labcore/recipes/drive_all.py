@@ -1,0 +1,106 @@
+"""Drive several recipes into one store at once, as the sequential rule grows them, until every one has ended.
+
+``python -m labcore recipe run --all`` (or ``recipe run NAME NAME ...``) calls :func:`drive_all`. Its jobs all go
+into the one store's queue, so the workers never idle while one recipe waits on a stage. The drive keeps no state
+of its own: each round it rebuilds every plan from the store (:func:`labcore.recipes.drive.plan_for`) and submits
+only steps the store has no job for (:func:`labcore.recipes.drive.advance`), so after the process or the machine
+is restarted the same command goes on where the store is: a finished job is served from the store by its key and
+never trained again, and a job a dead worker left running is taken up again by the next worker (from its
+checkpoint where it kept one). Its workers leave once the drive ends (their lifetime names its process).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from labcore.fmt import fmt_duration
+from labcore.recipes.base import Plan, Recipe
+from labcore.recipes.drive import advance, expected_of, plan_for, results_of, seeds_words
+from labcore.recipes.export import headline_count
+
+
+@dataclass(frozen=True)
+class Standing:
+    """Where one recipe of a drive stands: its jobs, the paper's claims decided so far, and the time left."""
+
+    recipe: str
+    done: int
+    total: int
+    failed: int
+    decided: int  # headline claims that hold or do not hold
+    claims: int  # headline claims counted (one verdict each)
+    left_s: float  # CPU seconds of its jobs still to run, by the times measured here (NaN: not yet known)
+    ended: bool
+    seeds: str
+
+    def line(self, workers: int) -> str:
+        """One line a terminal shows; the ETA spreads the CPU time left over the drive's workers."""
+        eta = ("ended" if self.ended else "ETA unknown" if math.isnan(self.left_s)
+               else f"ETA about {fmt_duration(self.left_s / max(1, workers))}")
+        failed = f", {self.failed} failed" if self.failed else ""
+        return (f"{self.recipe}: {self.decided} of {self.claims} claims decided · jobs {self.done} of {self.total} "
+                f"done{failed} · {self.seeds} · {eta}")
+
+
+DECIDED = ("holds", "does not hold")
+
+
+def standing(recipe: Recipe, plan: Plan, store: Any, ended: bool) -> Standing:
+    results = results_of(plan, store)
+    counts = headline_count(recipe.report(plan, results))
+    _, left = expected_of(recipe, plan, results)
+    records = [store.get(key) for key in _keys(plan)]
+    return Standing(recipe.name, sum(1 for r in records if r is not None and r.status == "done"), len(records),
+                    sum(1 for r in records if r is not None and r.stopped), sum(counts.get(w, 0) for w in DECIDED),
+                    sum(counts.values()), 0.0 if ended else left, ended, seeds_words(plan))
+
+
+def _keys(plan: Plan) -> list[str]:
+    from labcore.recipes.keys import step_key
+
+    return [step_key(step) for step in plan.steps]
+
+
+def drive_round(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | None, executor: Any,
+                cap_s: float = math.inf) -> list[Standing]:
+    """One look at every recipe: grow its plan from the store, submit what is ready, say where it stands. A recipe
+    has ended when every job of its plan has ended and the rule, looking at them, adds no more."""
+    out = []
+    for recipe in recipes:
+        plan = plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s)
+        progress = advance(plan, executor)
+        ended = progress.ended and plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s).steps == plan.steps
+        out.append(standing(recipe, plan, executor.store, ended))
+    return out
+
+
+def drive_all(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | None, executor: Any, *,
+              cap_s: float = math.inf, poll_s: float = 5.0, say: Callable[[str], None] = print,
+              report_every_s: float = 60.0) -> list[Standing]:
+    """Drive ``recipes`` until each has ended; print each recipe's line when it changes (at most once a
+    ``report_every_s`` for the ETA alone). Returns the last standings."""
+    shown: dict[str, tuple[str, float]] = {}
+    while True:
+        standings = drive_round(recipes, budget, seeds, executor, cap_s)
+        now = time.monotonic()
+        for row in standings:
+            line = row.line(getattr(executor, "workers", 1))
+            before = shown.get(row.recipe)
+            changed = before is None or _without_eta(before[0]) != _without_eta(line)
+            if changed or now - before[1] >= report_every_s:
+                say(line)
+                shown[row.recipe] = (line, now)
+        if all(row.ended for row in standings):
+            return standings
+        executor.ensure_workers()
+        time.sleep(max(0.1, poll_s))
+
+
+def _without_eta(line: str) -> str:
+    return line.rsplit(" · ", 1)[0]
+
+
+__all__ = ["DECIDED", "Standing", "drive_all", "drive_round", "standing"]
