@@ -88,3 +88,13 @@ def test_the_commit_goes_through_the_callers_rename(tmp_path):
     JobContext(workdir=tmp_path, checkpoint="c.json", commit_file=commit).save_checkpoint({"i": 1})
     assert seen == [(f".c.json.{os.getpid()}.tmp", "c.json")]
     assert Path(tmp_path / "c.json").read_text() == '{"i": 1}'
+
+
+def test_a_cached_array_is_written_whole_under_its_own_name(tmp_path):
+    import numpy as np
+
+    from labcore.pretrain.vocab import cached_array
+
+    built = cached_array(tmp_path / "counts.npy", lambda: np.arange(5))
+    assert list(cached_array(tmp_path / "counts.npy", lambda: np.zeros(1))) == list(built) == [0, 1, 2, 3, 4]
+    assert [p.name for p in tmp_path.iterdir()] == ["counts.npy"]

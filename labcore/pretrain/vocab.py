@@ -53,8 +53,14 @@ def cached_array(path: Path, build: Callable[[], np.ndarray]) -> np.ndarray:
         return np.load(path)
     array = build()
     path.parent.mkdir(parents=True, exist_ok=True)
-    durable.write_file(path, lambda tmp: np.save(tmp, array))
+    durable.write_file(path, lambda tmp: _save(tmp, array))
     return array
+
+
+def _save(path: Path, array: np.ndarray) -> None:
+    # Through a handle: given a name, np.save appends ".npy" to one that lacks it, and the temporary's ends in .tmp.
+    with open(path, "wb") as handle:
+        np.save(handle, array)
 
 
 def held_out_tail(stream: np.ndarray, held_out: bool, share: float = 0.05) -> np.ndarray:
