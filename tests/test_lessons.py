@@ -1,0 +1,144 @@
+"""Lesson files: checked with clear errors, eight of them runnable from the registry, and their answers and
+explanations read from the measured numbers of a tiny store."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from labcore.jobs import key_of
+from labcore.lessons import catalogue, load, runs
+from labcore.lessons.explain import explain
+from labcore.lessons.measure import is_right, measure
+from labcore.lessons.model import NO_DIFFERENCE, LessonError
+from labcore.results.record import RunRecord
+
+GOOD = {
+    "name": "t", "title": "T", "paper": "kao", "source": "§3.2, table 6",
+    "question": {"kind": "number", "text": "What accuracy?", "low": 0.0, "high": 1.0},
+    "figure": {"kind": "value", "roles": ["pretrained"]},
+    "base": {"model": "minilm", "discipline": "dna-splice", "budget": "quick", "max_steps": 20},
+    "runs": [{"role": "pretrained", "spec": {"init": "pretrained"}},
+             {"role": "random", "spec": {"init": "random"}}],
+}
+
+
+def with_(path: tuple, value):
+    values = {k: (dict(v) if isinstance(v, dict) else list(v) if isinstance(v, list) else v) for k, v in GOOD.items()}
+    target = values
+    for part in path[:-1]:
+        target = target[part]
+    target[path[-1]] = value
+    return values
+
+
+def test_the_eight_lessons_load_with_distinct_runs_and_keys():
+    names = catalogue.names()
+    assert names == ["dna", "bits", "text", "kao", "fpt", "tamkin", "chiang", "orca"]
+    for name in names:
+        lesson = catalogue.get(name)
+        keys = runs.lesson_keys(lesson)
+        assert len(set(keys)) == len(keys) == len(lesson.runs) <= 3
+        assert set(lesson.figure.roles) <= set(lesson.roles) and lesson.source
+        if lesson.whatif:
+            for option in lesson.whatif.options:  # every option the class may vote for is a runnable spec
+                assert key_of(runs.whatif_spec(lesson, option)) not in keys
+
+
+def test_demo_lessons_share_the_home_demos_runs():
+    from labcore.recipes.demos import DEMOS
+
+    for name in ("dna", "bits", "text"):
+        assert runs.lesson_keys(catalogue.get(name)) == tuple(key_of(s) for s in DEMOS[name].specs())
+
+
+def test_a_fine_tune_of_a_pretrained_body_waits_for_it():
+    lesson = catalogue.get("chiang")
+    first, second = lesson.stages
+    assert [r.kind for r in first] == ["pretrain"]
+    assert all(r.spec.model == f"lab:{first[0].spec.name}" for r in second)
+
+
+@pytest.mark.parametrize("path, value, message", [
+    (("base", "discipline"), "dna-splicing", r"unknown discipline 'dna-splicing'; the disciplines are .*dna-splice"),
+    (("figure", "roles"), ["scratch"], r"the runs do not produce 'scratch'.*roles are pretrained, random"),
+    (("figure", "measure"), "attention", r"the runs do not produce a figure 'attention'"),
+    (("figure", "kind"), "gap", r"a gap figure reads 2 condition"),
+    (("question", "kind"), "guess", r"kind 'guess' is none of choice, number, order"),
+    (("question", "kind"), "order", r"an order question is answered by an order figure, not a value one"),
+    (("paper",), "smith", r"paper 'smith' is none of the lab's papers"),
+    (("runs",), [{"role": "x", "spec": {"init": "pretrained"}, "sead": 1}], r"unknown field 'sead'"),
+    (("runs",), [{"role": "pretrained", "demo": "dna2"}], r"there is no Home demo 'dna2'"),
+])
+def test_a_bad_lesson_file_is_refused_naming_the_field(path, value, message):
+    with pytest.raises(LessonError, match=message):
+        load.load(with_(path, value), where="bad.toml")
+
+
+def test_a_missing_field_and_bad_toml_are_named(tmp_path):
+    values = dict(GOOD)
+    del values["figure"]
+    with pytest.raises(LessonError, match="`figure` is missing"):
+        load.load(values)
+    (tmp_path / "x.toml").write_text("name = ")
+    with pytest.raises(LessonError, match="x.toml: not valid TOML"):
+        load.load_file(tmp_path / "x.toml")
+
+
+# ------------------------------------------------------------------------------------- measured answers
+def record(key: str, test: float, *, n: int = 400, majority: float = 0.52, metric: str = "accuracy") -> RunRecord:
+    return RunRecord(key=key, spec={}, status="done", metric=metric, test={metric: test},
+                     baseline={"majority": majority} if metric == "accuracy" else {}, test_examples=n,
+                     val_curve=[[20, test]], best_step=20, steps_done=20)
+
+
+def finished(store, lesson, values):
+    keys = runs.lesson_keys(lesson)
+    for (run, key) in zip(lesson.runs, keys):
+        if run.role in values:
+            store.put_result(record(key, values[run.role]), label=run.role)
+    return keys
+
+
+def numbers(text: str) -> set[str]:
+    return set(re.findall(r"\d\.\d\d", text))
+
+
+def test_the_answer_and_its_explanation_are_the_measured_numbers(store):
+    lesson = catalogue.get("dna")
+    keys = finished(store, lesson, {"pretrained": 0.913, "random": 0.551})
+    measured = measure(lesson, runs.results(store, keys), keys)
+    assert measured.value == pytest.approx(0.913) and measured.low < 0.913 < measured.high
+    text = explain(lesson, measured)
+    assert {"0.91", "0.55", "0.52", f"{measured.low:.2f}", f"{measured.high:.2f}"} <= numbers(text)
+    assert numbers(text) <= {"0.91", "0.55", "0.52", f"{measured.low:.2f}", f"{measured.high:.2f}"} | {
+        f"{v.low:.2f}" for v in measured.values} | {f"{v.high:.2f}" for v in measured.values}
+    assert is_right(lesson, measured, 0.90) and not is_right(lesson, measured, 0.70)
+
+
+def test_a_gap_within_its_interval_is_no_measurable_difference(store):
+    lesson = catalogue.get("bits")
+    keys = finished(store, lesson, {"pretrained": 0.60, "random": 0.58})
+    measured = measure(lesson, runs.results(store, keys), keys)
+    assert measured.answer == NO_DIFFERENCE and measured.low < 0 < measured.high
+    assert "no measurable difference" in explain(lesson, measured) and "+0.02" in explain(lesson, measured)
+    keys = finished(store, catalogue.get("orca"), {"aligned first": 0.95, "not aligned": 0.80})
+    orca = measure(catalogue.get("orca"), runs.results(store, keys), keys)
+    assert orca.answer == "aligned first scores higher" and orca.value == pytest.approx(0.15)
+
+
+def test_an_order_is_measured_and_close_pairs_are_named(store):
+    lesson = catalogue.get("kao")
+    keys = finished(store, lesson, {"pretrained": 0.93, "random": 0.70, "re-emb": 0.92})
+    measured = measure(lesson, runs.results(store, keys), keys)
+    assert measured.order == ("pretrained", "re-emb", "random")
+    assert is_right(lesson, measured, ["pretrained", "re-emb", "random"])
+    assert not is_right(lesson, measured, ["re-emb", "pretrained", "random"])
+    assert "pretrained and re-emb overlap" in explain(lesson, measured)
+
+
+def test_no_answer_until_every_condition_has_finished(store):
+    lesson = catalogue.get("kao")
+    keys = finished(store, lesson, {"pretrained": 0.93})
+    assert measure(lesson, runs.results(store, keys), keys) is None
