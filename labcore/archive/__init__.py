@@ -48,6 +48,10 @@ MANIFEST = "manifest.json"
 # Files that hold model weights: large, and rebuilt by running the spec again, so they travel on request only.
 WEIGHT_SUFFIXES = (".safetensors", ".pt", ".bin")
 UPLOAD_PREFIX = "upload:"
+# Folders of the store's root that are tables of their own, not jobs, and travel whole with every archive as
+# ``side/<folder>/...``: lessons' sittings and predictions (labcore.lessons.sittings). Import adds the files the
+# lab lacks and keeps those it has (a sitting here is never overwritten by an older copy).
+SIDE_FOLDERS = ("lessons",)
 
 
 class ArchiveDamaged(LabError):
@@ -130,6 +134,21 @@ def _members(store: Store, keys: list[str], uploads: list[str], models: list[str
         for path in sorted(p for p in folder.rglob("*") if p.is_file()):
             yield f"uploads/{name}/{path.relative_to(folder).as_posix()}", path
     yield from archive_models.members(models)
+    for side in SIDE_FOLDERS:
+        folder = store.root / side
+        for path in sorted(p for p in folder.rglob("*") if p.is_file() and not p.name.endswith(".tmp")):
+            yield f"side/{side}/{path.relative_to(folder).as_posix()}", path
+
+
+def _place_side(store: Store, staging: Path) -> None:
+    """The side tables' files the lab lacks, copied in (those it has are kept)."""
+    for side in SIDE_FOLDERS:
+        folder = staging / "side" / side
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()) if folder.is_dir() else ():
+            target = store.root / side / path.relative_to(folder)
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, target)
 
 
 def _sha256(data: bytes | Path) -> tuple[str, int]:
@@ -295,6 +314,7 @@ def import_archive(store: Store, path: Path | str) -> Imported:
                 store.table.all.extend(new)
                 for name, members in (manifest.get("groups") or {}).items():
                     store.table.add_to_group(name, members)  # every member is in the lab now, new or not
+            _place_side(store, staging)
         except BaseException:
             # A failure part-way (a full disk) takes back the files placed so far: no half-imported job stays.
             for key in new:
