@@ -190,6 +190,7 @@ def home() -> None:
 
 PAGES = [
     st.Page(home, title="Home", icon=":material/home:", default=True),
+    st.Page(common.PAGES["lessons"], title="Lessons", icon=":material/school:", url_path="lessons"),
     st.Page(common.PAGES["recipes"], title="Recipes", icon=":material/menu_book:", url_path="recipes"),
     st.Page(common.PAGES["new"], title="New experiment", icon=":material/science:", url_path="new"),
     st.Page(common.PAGES["runs"], title="Runs", icon=":material/list_alt:", url_path="runs"),

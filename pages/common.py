@@ -34,6 +34,7 @@ PAGES = {  # file pages, for st.page_link / st.switch_page (Home is a function p
     "analysis": "pages/analysis.py",
     "pretrain": "pages/pretrain.py",
     "recipes": "pages/recipes.py",
+    "lessons": "pages/lessons.py",
 }
 
 

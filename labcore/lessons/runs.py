@@ -65,7 +65,7 @@ def ended(store: Any, keys: tuple[str, ...]) -> bool:
     return all((r := store.get(k)) is not None and r.status in TERMINAL for k in keys)
 
 
-def advance(lesson: Lesson, executor: Any, *, who: str | None = None, priority: str = "interactive") -> int:
+def advance(lesson: Lesson, executor: Any, *, priority: str = "interactive") -> int:
     """Submit the stages whose earlier stages have ended; the number of jobs submitted (finished ones are served
     from the store and not submitted again)."""
     store, submitted = executor.store, 0
@@ -73,18 +73,19 @@ def advance(lesson: Lesson, executor: Any, *, who: str | None = None, priority: 
     for stage in lesson.stages:
         missing = [run for run in stage if store.get(keys[run]) is None]
         if missing:
-            executor.submit_group(lesson.group, [run.spec for run in missing], priority=priority, who=who)
+            # the executor submits in its requester's name (a page's AskingExecutor: the browser asking)
+            executor.submit_group(lesson.group, [run.spec for run in missing], priority=priority)
             submitted += len(missing)
         if not ended(store, tuple(keys[run] for run in stage)):
             break
     return submitted
 
 
-def submit_whatif(lesson: Lesson, option: str, executor: Any, *, who: str | None = None) -> str:
+def submit_whatif(lesson: Lesson, option: str, executor: Any) -> str:
     spec = whatif_spec(lesson, option)
     key = key_of(spec)
     if executor.store.get(key) is None:
-        executor.submit_group(f"{lesson.group}:whatif", [spec], priority="interactive", who=who)
+        executor.submit_group(f"{lesson.group}:whatif", [spec], priority="interactive")
     return key
 
 

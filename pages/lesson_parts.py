@@ -1,0 +1,74 @@
+"""The pieces of the Lessons page that teacher, student and solo views share: the question and its guess
+widget, the runs' progress, and the reveal (a student's own guess against the measured answer, the class's
+predictions with the answer drawn on them, the explanation)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from labcore.door.lessons import Lesson, LessonView, is_right, prediction_figure, result_figure, share_right
+from pages import common
+
+
+def question_card(lesson: Lesson) -> None:
+    st.markdown(f"### {lesson.title}")
+    if lesson.background:
+        st.markdown(lesson.background)
+    st.markdown(f"**The question:** {lesson.question.text}")
+
+
+def guess_input(lesson: Lesson, current: Any, key: str) -> Any:
+    """The widget for the lesson's kind of guess, starting at ``current`` (the browser's last prediction)."""
+    question = lesson.question
+    if question.kind == "number":
+        start = float(current) if current is not None else round((question.low + question.high) / 2, 2)
+        return st.slider(question.unit or "Your prediction", min_value=float(question.low),
+                         max_value=float(question.high), value=start, step=0.01, key=key)
+    if question.kind == "choice":
+        index = question.choices.index(current) if current in question.choices else None
+        return st.radio("Your prediction", question.choices, index=index, key=key)
+    # an order: pick the conditions one after another, highest first
+    picked = st.multiselect("Your order, highest first (pick them one after another)", question.choices,
+                            default=list(current) if current else [], key=key)
+    return picked if len(picked) == len(question.choices) else None
+
+
+def guess_text(guess: Any) -> str:
+    if isinstance(guess, (list, tuple)):
+        return " > ".join(guess)
+    return f"{guess:.2f}" if isinstance(guess, float) else str(guess)
+
+
+def progress(lesson_view: LessonView) -> None:
+    """One line per run: its condition and status."""
+    total = len(lesson_view.statuses)
+    st.progress(lesson_view.done / max(1, total), text=f"{lesson_view.done} of {total} runs finished")
+    for role, status in lesson_view.statuses:
+        icon = common.STATUS_ICONS.get(status, ":material/hourglass_empty:")
+        st.caption(f"{icon} {role}: {status or 'waiting for an earlier run'}")
+
+
+def reveal(lesson: Lesson, lesson_view: LessonView, guesses: list[Any], mine: Any = None,
+           show_class: bool = True) -> None:
+    """The answer: the student's own guess against it, the class's predictions with it drawn on, the runs'
+    values with their intervals, and the explanation written from them."""
+    measured = lesson_view.measured
+    if measured is None:
+        st.warning("Some runs ended without a result, so there is no answer to reveal: retry them on **Runs**.")
+        return
+    answer = (f"{measured.value:.2f} (95 % interval {measured.low:.2f} to {measured.high:.2f})"
+              if lesson.question.kind == "number" else measured.answer)
+    st.success(f"**Measured answer:** {answer}")
+    if mine is not None:
+        verdict = "right" if is_right(lesson, measured, mine) else "not right"
+        st.info(f"**Your prediction:** {guess_text(mine)} — {verdict}.")
+    if show_class and guesses:
+        right, answered = share_right(lesson, measured, guesses)
+        st.markdown(f"**The class:** {right} of {answered} predictions right ({right / answered:.0%}).")
+        st.plotly_chart(prediction_figure(lesson, guesses, measured, mine, title="The class's predictions"),
+                        key=f"reveal-hist-{lesson.name}")
+    st.plotly_chart(result_figure(measured, title="What the runs measured (95 % intervals)"),
+                    key=f"reveal-bars-{lesson.name}")
+    st.markdown(f"**Why:** {lesson_view.explanation}")

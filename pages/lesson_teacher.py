@@ -1,0 +1,160 @@
+"""The teacher's side of a lesson sitting (and a solo user's, who is their own teacher): the code, the live count
+and histogram of predictions, starting the runs (which locks the predictions), the reveal, the what-if vote and
+the handout."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from labcore.door.lessons import LessonError, prediction_figure, runs, sittings, view, whatif_view
+from labcore.errors import LabError
+from pages import lesson_parts, state
+
+LIVE_S = 1.0  # the teacher's histogram redraws this often while students predict
+
+
+def _root():
+    return state.get_store().root
+
+
+def sittings_list() -> None:
+    """The sittings of this lab, to go back to one or delete it (with its predictions)."""
+    held = [s for s in sittings.all_sittings(_root()) if not s.solo]
+    if not held:
+        return
+    st.markdown("**Class sittings in this lab**")
+    for sitting in held[::-1][:10]:
+        cols = st.columns([3, 1, 1])
+        cols[0].caption(f"{sitting.code} · {sitting.lesson} · {sitting.phase} · "
+                        f"{len(sittings.seats(_root(), sitting.code))} students")
+        cols[1].button("Open", key=f"lesson.open.{sitting.code}", on_click=state.set_qp,
+                       kwargs={"sitting": sitting.code, "seat": None})
+        cols[2].button("Delete", key=f"lesson.del.{sitting.code}", on_click=sittings.delete,
+                       args=(_root(), sitting.code), help="The sitting with every prediction and vote in it.")
+
+
+def start_button(sitting, lesson, *, solo: bool = False, disabled: bool = False) -> None:
+    label = "Run it" if solo else "Start the runs (locks the predictions)"
+    if st.button(label, key="lesson.start", type="primary", disabled=disabled):
+        sittings.set_phase(_root(), sitting.code, "running")
+        try:
+            runs.advance(lesson, state.get_executor())
+        except LabError as exc:
+            st.error(f"Could not start the runs: {exc}")
+        st.rerun()
+
+
+def running(sitting, lesson, *, solo: bool = False) -> None:
+    """The runs as they go (later stages submitted as earlier ones end); the reveal once all have ended (a solo
+    user sees it at once)."""
+    @st.fragment(run_every=2.0)
+    def follow() -> None:
+        try:
+            runs.advance(lesson, state.get_executor())
+        except LabError as exc:
+            st.error(f"Could not submit the next runs: {exc}")
+        now = view(state.get_store(), lesson)
+        lesson_parts.progress(now)
+        if now.ended:
+            if solo:
+                sittings.set_phase(_root(), sitting.code, "revealed")
+            st.rerun()
+    now = view(state.get_store(), lesson)
+    if now.ended and not solo:
+        st.button("Reveal the answer", key="lesson.reveal", type="primary", on_click=sittings.set_phase,
+                  args=(_root(), sitting.code, "revealed"))
+        lesson_parts.progress(now)
+        return
+    follow()
+
+
+def _live_predictions(sitting, lesson) -> None:
+    @st.fragment(run_every=LIVE_S)
+    def live() -> None:
+        guesses = sittings.guesses(_root(), sitting.code)
+        joined = len(sittings.seats(_root(), sitting.code))
+        st.metric("Predictions", f"{len(guesses)} of {joined} students")
+        st.plotly_chart(prediction_figure(lesson, guesses, title="Predictions so far"), key="lesson.live")
+    live()
+
+
+def teacher(sitting, lesson) -> None:
+    st.markdown(f"## Sitting code: `{sitting.code}`")
+    st.caption("Students open **Lessons**, type this code and a nickname. Their predictions stay theirs: only this "
+               "screen counts them before the reveal, and without names.")
+    lesson_parts.question_card(lesson)
+    if sitting.phase == "predict":
+        start_button(sitting, lesson)
+        _live_predictions(sitting, lesson)
+    elif sitting.phase == "running":
+        guesses = sittings.guesses(_root(), sitting.code)
+        st.caption(f":material/lock: {len(guesses)} predictions locked.")
+        running(sitting, lesson)
+        st.plotly_chart(prediction_figure(lesson, guesses, title="Predictions (locked)"), key="lesson.locked")
+    else:
+        lesson_parts.reveal(lesson, view(state.get_store(), lesson), sittings.guesses(_root(), sitting.code))
+        whatif(sitting, lesson)
+    st.divider()
+    cols = st.columns(2)
+    cols[0].button("Back to the lessons", key="lesson.back", on_click=state.set_qp, kwargs={"sitting": None})
+    cols[1].button("Delete this sitting", key="lesson.delete", on_click=_delete, args=(sitting.code,),
+                   help="The sitting with every prediction and vote in it; its runs stay in the store.")
+
+
+def _delete(code: str) -> None:
+    sittings.delete(_root(), code)
+    state.set_qp(sitting=None, seat=None)
+
+
+def whatif(sitting, lesson, *, solo: bool = False) -> None:
+    """After the reveal: open the vote, run the winner (or the solo user's pick), reveal it beside its base run."""
+    spec = lesson.whatif
+    if spec is None:
+        return
+    st.markdown(f"#### What if? {spec.text}")
+    if sitting.phase == "revealed":
+        if solo:
+            option = st.radio("Try", spec.options, key="lesson.whatif.pick")
+            st.button("Run it", key="lesson.whatif.solo", on_click=_run_whatif, args=(sitting, lesson, option))
+        else:
+            st.button("Open the vote", key="lesson.vote.open", on_click=sittings.set_phase,
+                      args=(_root(), sitting.code, "vote"))
+    elif sitting.phase == "vote":
+        @st.fragment(run_every=LIVE_S)
+        def tally() -> None:
+            counts = sittings.votes(_root(), sitting.code)
+            st.bar_chart(counts, horizontal=True)
+        tally()
+        counts = sittings.votes(_root(), sitting.code)
+        winner = max(counts, key=lambda o: (counts[o], -spec.options.index(o)))
+        st.button(f"Queue the winner ({winner})", key="lesson.vote.close", type="primary", on_click=_run_whatif,
+                  args=(sitting, lesson, winner), help="Reads the votes at the press; a tie goes to the first option.")
+    elif sitting.phase == "whatif":
+        _follow_whatif(sitting, lesson, solo)
+    else:
+        st.markdown(f"**{sitting.whatif}**")
+        lesson_parts.reveal(lesson, whatif_view(state.get_store(), lesson, sitting.whatif), [], show_class=False)
+
+
+def _follow_whatif(sitting, lesson, solo: bool) -> None:
+    """The what-if run as it goes; its reveal once it has ended (a solo user's at once)."""
+    @st.fragment(run_every=2.0)
+    def follow() -> None:
+        now = whatif_view(state.get_store(), lesson, sitting.whatif)
+        lesson_parts.progress(now)
+        if not now.ended:
+            return
+        if solo or st.button("Reveal the what-if", key="lesson.whatif.reveal", type="primary"):
+            sittings.set_phase(_root(), sitting.code, "whatif-revealed")
+            st.rerun()
+    follow()
+
+
+def _run_whatif(sitting, lesson, option: str) -> None:
+    if sitting.phase == "revealed" and not sitting.solo:
+        return
+    sittings.set_phase(_root(), sitting.code, "whatif", whatif=option)
+    try:
+        runs.submit_whatif(lesson, option, state.get_executor())
+    except (LabError, LessonError) as exc:
+        st.session_state["lesson.error"] = str(exc)

@@ -1,0 +1,183 @@
+"""Lessons: predict, then observe, then explain.
+
+Alone, a user picks a lesson, commits to a prediction, runs it and sees the answer against their guess. In a class
+the teacher (signed in with the passcode) opens a sitting and reads out its code; students join with the code
+and a nickname and predict; the teacher's screen counts the predictions live; starting the runs locks them;
+the reveal shows each student their own guess against the measured answer and the class its histogram with the
+answer on it. A what-if vote can follow. Who a student is lives in the address (``?sitting=CODE&seat=TOKEN``), so
+a refresh or a server restart finds their seat and prediction again.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+import streamlit as st
+
+from labcore.door.lessons import LessonError, catalogue, sittings, view, whatif_view
+from pages import common, lesson_parts, lesson_teacher, state
+
+common.through_router()
+
+
+def _root():
+    return state.get_store().root
+
+
+# ------------------------------------------------------------------------------------------------ the lobby
+def _join_form() -> None:
+    with st.form("lesson.join"):
+        st.markdown("**Join a class**")
+        code = st.text_input("Sitting code (on the teacher's screen)", max_chars=sittings.CODE_LENGTH)
+        nickname = st.text_input("Your nickname", max_chars=sittings.MAX_NICKNAME)
+        if st.form_submit_button("Join", type="primary"):
+            try:
+                token = sittings.join(_root(), code, nickname)
+            except LessonError as exc:
+                st.error(str(exc))
+                return
+            state.set_qp(sitting=code.strip().upper(), seat=token)
+            st.rerun()
+
+
+def _start_alone(name: str) -> None:
+    token = secrets.token_urlsafe(16)
+    sitting = sittings.open_sitting(_root(), catalogue.get(name), solo=True, owner_token=token)
+    sittings.join(_root(), sitting.code, "you", token)
+    state.set_qp(sitting=sitting.code, seat=token)
+
+
+def _open_class(name: str) -> None:
+    sitting = sittings.open_sitting(_root(), catalogue.get(name))
+    state.set_qp(sitting=sitting.code, seat=None)
+
+
+def lobby() -> None:
+    st.title(":material/school: Lessons")
+    st.markdown("Predict, then observe, then explain: commit to a guess before the result exists, run the few "
+                "real runs that answer it, and see the answer against your guess, with an explanation written "
+                "from the measured numbers.")
+    if not state.is_teacher():
+        _join_form()
+    names = catalogue.names()
+    chosen = st.selectbox("Lesson", names, format_func=lambda n: catalogue.get(n).title, key="lesson.pick")
+    lesson = catalogue.get(chosen)
+    with st.container(border=True):
+        lesson_parts.question_card(lesson)
+        st.caption(f":material/description: {lesson.source} · {len(lesson.runs)} runs")
+    cols = st.columns(2)
+    cols[0].button("Start alone", key="lesson.solo", on_click=_start_alone, args=(chosen,),
+                   help="You predict, run and see the answer yourself.")
+    if state.is_teacher():
+        cols[1].button("Open a class sitting", key="lesson.class", type="primary", on_click=_open_class,
+                       args=(chosen,), help="Students join with its code and predict; you start the runs.")
+        lesson_teacher.sittings_list()
+    elif state.teacher_passcode() is not None:
+        cols[1].caption("A class sitting is opened by the teacher (sign in under **Teacher** in the sidebar).")
+
+
+# ----------------------------------------------------------------------------------------------- a sitting
+def _watch(code: str, phase: str) -> None:
+    """Rerun the page when the teacher moves the sitting on (every 2 s: a class of 100 reads one small file)."""
+    @st.fragment(run_every=2.0)
+    def watch() -> None:
+        try:
+            now = sittings.get(_root(), code).phase
+        except LessonError:
+            now = "deleted"
+        if now != phase:
+            st.rerun()
+    watch()
+
+
+def _predict(sitting, lesson, token: str, seat):
+    """The guess widget and its button; the seat as it stands after this run (with a just-sent guess)."""
+    guess = lesson_parts.guess_input(lesson, seat.guess, key=f"lesson.guess.{sitting.code}")
+    if st.button("Submit my prediction", key="lesson.submit", type="primary", disabled=guess is None):
+        try:
+            seat = sittings.predict(_root(), sitting.code, token, guess)
+        except LessonError as exc:
+            st.error(str(exc))
+            return seat
+    if seat.guess is not None:
+        st.caption(f":material/lock_open: Your prediction: **{lesson_parts.guess_text(seat.guess)}** (you may change "
+                   f"it until the runs start)")
+    return seat
+
+
+def student(sitting, lesson, token: str) -> None:
+    seat = sittings.seat_of(_root(), sitting.code, token)
+    if seat is None:
+        st.warning("This browser has no seat in this sitting: join with its code.")
+        _join_form()
+        return
+    who = "alone" if sitting.solo else f"as **{seat.nickname}** · sitting {sitting.code}"
+    st.caption(f":material/person: {who}")
+    lesson_parts.question_card(lesson)
+    if sitting.phase == "predict":
+        seat = _predict(sitting, lesson, token, seat)
+        if sitting.solo:
+            lesson_teacher.start_button(sitting, lesson, solo=True, disabled=seat.guess is None)
+        else:
+            _watch(sitting.code, sitting.phase)
+        return
+    mine = f"**{lesson_parts.guess_text(seat.guess)}**" if seat.guess is not None else "none"
+    if sitting.phase == "running":
+        st.info(f":material/lock: Predictions are locked; yours: {mine}. The runs are on; the answer comes at the "
+                f"reveal.")
+        if sitting.solo:
+            lesson_teacher.running(sitting, lesson, solo=True)
+        else:
+            _watch(sitting.code, sitting.phase)
+        return
+    guesses = [seat.guess] if sitting.solo else sittings.guesses(_root(), sitting.code)
+    lesson_parts.reveal(lesson, view(state.get_store(), lesson), [g for g in guesses if g is not None], seat.guess,
+                        show_class=not sitting.solo)
+    _student_whatif(sitting, lesson, token, seat)
+
+
+def _student_whatif(sitting, lesson, token: str, seat) -> None:
+    if lesson.whatif is None:
+        return
+    if sitting.solo:
+        lesson_teacher.whatif(sitting, lesson, solo=True)
+        return
+    if sitting.phase == "vote":
+        st.markdown(f"**What if?** {lesson.whatif.text}")
+        options = list(lesson.whatif.options)
+        choice = st.radio("Your vote", options, index=options.index(seat.vote) if seat.vote in options else None,
+                          key="lesson.vote")
+        if st.button("Vote", key="lesson.vote.btn", disabled=choice is None):
+            sittings.vote(_root(), sitting.code, token, choice)
+            st.caption(f"Your vote: **{choice}**")
+    elif sitting.phase == "whatif-revealed":
+        st.markdown(f"**What if: {sitting.whatif}**")
+        lesson_parts.reveal(lesson, whatif_view(state.get_store(), lesson, sitting.whatif), [], show_class=False)
+    elif sitting.phase == "whatif":
+        st.info(f"The class chose **{sitting.whatif}**: it runs now; its answer comes at the reveal.")
+    _watch(sitting.code, sitting.phase)
+
+
+def sitting_page(code: str) -> None:
+    try:
+        sitting = sittings.get(_root(), code)
+        lesson = catalogue.get(sitting.lesson)
+    except LessonError as exc:
+        st.error(str(exc))
+        st.button("Back to the lessons", on_click=state.set_qp, kwargs={"sitting": None, "seat": None})
+        return
+    token = state.qp("seat") or ""
+    owner = sitting.solo and token and sittings.seat_of_token(sitting.code, token) == sitting.owner
+    if state.is_teacher() and not sitting.solo:
+        lesson_teacher.teacher(sitting, lesson)
+    elif sitting.solo and not owner:
+        st.error("This lesson was started alone in another browser: only that browser can open it.")
+    else:
+        student(sitting, lesson, token)
+
+
+code = state.qp("sitting")
+if code:
+    sitting_page(code)
+else:
+    lobby()

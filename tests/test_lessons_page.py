@@ -1,0 +1,114 @@
+"""The Lessons page under AppTest: alone, one user predicts, runs and sees the answer; in a class the teacher
+opens a sitting, students join with its code, predict (each only their own), the start locks the predictions,
+and the reveal shows each student their guess against the measured answer. The runs' results are put in the
+store before the start, as a lesson served from the store: the page must still hide them until the reveal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from labcore.lessons import catalogue, runs, sittings
+from labcore.results.record import RunRecord
+from labcore.store import open_store
+
+PAGE = str(Path(__file__).resolve().parent.parent / "pages" / "lessons.py")
+PASSCODE = "owl"
+
+
+@pytest.fixture
+def lab(tmp_path, monkeypatch):
+    """A lab whose store already holds the results of the dna and bits lessons; workers held (nothing trains)."""
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    store = open_store()
+    store.hold_workers("test")
+    for name, values in (("dna", (0.913, 0.551)), ("bits", (0.80, 0.50))):
+        for key, value in zip(runs.lesson_keys(catalogue.get(name)), values):
+            metric = "bit_accuracy" if name == "bits" else "accuracy"
+            store.put_result(RunRecord(key=key, spec={}, status="done", metric=metric, test={metric: value},
+                                       baseline={"majority": 0.52} if name == "dna" else {}, test_examples=400,
+                                       val_curve=[[20, value]], best_step=20, steps_done=20))
+    return store
+
+
+def texts(at: AppTest) -> str:
+    parts = [m.value for m in at.markdown] + [s.value for s in at.success] + [i.value for i in at.info]
+    parts += [c.value for c in at.caption] + [e.value for e in at.error] + [w.value for w in at.warning]
+    parts += [str(m.value) for m in at.metric]
+    return "\n".join(str(p) for p in parts)
+
+
+def qp(at: AppTest, name: str) -> str:
+    value = at.query_params[name]
+    return value if isinstance(value, str) else value[0]
+
+
+def press(at: AppTest, label: str) -> AppTest:
+    found = [b for b in at.button if b.label == label]
+    assert found, (label, [b.label for b in at.button])
+    return found[0].click().run()
+
+
+def page(*, teacher: bool = False, params: dict | None = None) -> AppTest:
+    at = AppTest.from_file(PAGE, default_timeout=60)
+    at.secrets["teacher_passcode"] = PASSCODE
+    if teacher:
+        at.session_state["_teacher_code"] = PASSCODE
+    for name, value in (params or {}).items():
+        at.query_params[name] = value
+    return at.run()
+
+
+def test_alone_one_predicts_runs_and_sees_the_answer_against_the_guess(lab):
+    at = page()
+    at.selectbox(key="lesson.pick").select("bits").run()
+    at = press(at, "Start alone")
+    code = qp(at, "sitting")
+    assert "Measured answer" not in texts(at)  # the results are in the store already: still hidden
+    at.radio[0].set_value("pretrained scores higher").run()
+    at = press(at, "Submit my prediction")
+    at = press(at, "Run it")
+    assert sittings.get(lab.root, code).phase == "revealed"
+    assert "Measured answer:** pretrained scores higher" in texts(at)
+    assert "pretrained scores higher — right" in texts(at)
+
+
+def test_a_class_predicts_locks_and_sees_the_reveal(lab):
+    teacher = page(teacher=True)
+    teacher.selectbox(key="lesson.pick").select("dna").run()
+    teacher = press(teacher, "Open a class sitting")
+    code = qp(teacher, "sitting")
+    assert f"Sitting code: `{code}`" in texts(teacher)
+    students = {}
+    for name, guess in (("Ada", 0.9), ("Bob", 0.6), ("Cy", None)):
+        at = page(params={"sitting": code})  # a link with the code: the join form
+        at.text_input[0].input(code)
+        at.text_input[1].input(name)
+        at = press(at, "Join")
+        assert qp(at, "seat")
+        if guess is not None:
+            at.slider[0].set_value(guess).run()
+            at = press(at, "Submit my prediction")
+            assert f"Your prediction: **{guess:.2f}**" in texts(at)
+            assert "Measured answer" not in texts(at) and "0.91" not in texts(at)
+        students[name] = at
+    teacher.run()
+    assert "2 of 3 students" in texts(teacher)
+    teacher = press(teacher, "Start the runs (locks the predictions)")
+    assert sittings.get(lab.root, code).phase == "running"
+    cy = students["Cy"].run()
+    assert "Predictions are locked" in texts(cy) and not cy.slider  # too late to predict
+    teacher = press(teacher.run(), "Reveal the answer")
+    assert "1 of 2 predictions right (50%)" in texts(teacher)
+    ada = students["Ada"].run()
+    assert "Your prediction:** 0.90 — right" in texts(ada) and "0.91" in texts(ada)
+    # a refresh, or a server restart, is a new session: the address finds Ada's seat and guess again
+    again = page(params={"sitting": code, "seat": qp(ada, "seat")})
+    assert "Your prediction:** 0.90 — right" in texts(again)
+
+
+def test_a_wrong_code_says_so(lab):
+    at = page(params={"sitting": "ZZZZZ"})
+    assert "there is no sitting 'ZZZZZ'" in texts(at)
