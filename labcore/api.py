@@ -9,7 +9,7 @@
 
 Every function takes the spec's fields as keyword arguments (the CLI's flags without the dashes) and
 validates them as the CLI does (:func:`labcore.spec.make_spec`, then :func:`labcore.jobs.run.resolve_run`),
-so a bad value gets the same error. Runs go through the pages' machinery: :func:`run` and :func:`sweep`
+so a bad value gets the same error. A spec is resolved once, there; running or queueing it reads that resolution. Runs go through the pages' machinery: :func:`run` and :func:`sweep`
 train in this process and record into the store the pages read (as ``python -m labcore sweep`` does);
 ``background=True`` (and :func:`submit`) hands them to the executor's workers instead, so they appear live
 on the Runs page. Figures are Plotly figures, which display inline in Jupyter.
@@ -29,6 +29,7 @@ import pandas as pd
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
 from labcore.spec import RunSpec, make_spec
+from labcore.spec.resolved import ResolvedSpec
 from labcore.store import JobRecord, Store, Submission, open_store
 
 # Fields whose value is itself a mapping or a table: a list there is the value, never a sweep's options.
@@ -61,8 +62,8 @@ def _spec_keywords(swept: bool = False) -> Callable[[Callable], Callable]:
 
 # ------------------------------------------------------------------------------------------------ specs
 @_spec_keywords()
-def spec(**fields: Any) -> RunSpec:
-    """The resolved :class:`RunSpec` of ``fields`` (the CLI's spec flags as keyword arguments: ``model``,
+def spec(**fields: Any) -> ResolvedSpec:
+    """The :class:`~labcore.spec.resolved.ResolvedSpec` of ``fields`` (the CLI's spec flags as keyword arguments: ``model``,
     ``init``, ``discipline``, ``protocol``, ``lr``, ``max_steps`` ...; ``discipline_params`` and
     ``protocol_params`` as dicts). Raises :class:`LabError` naming the bad field and the valid values."""
     from labcore.jobs.run import resolve_run
@@ -71,7 +72,7 @@ def spec(**fields: Any) -> RunSpec:
 
 
 @_spec_keywords(swept=True)
-def specs(**fields: Any) -> list[RunSpec]:
+def specs(**fields: Any) -> list[ResolvedSpec]:
     """The resolved specs of a sweep: every field given a list (or tuple) is varied, and the sweep is the
     product of those lists, in the order given (``init=["pretrained", "random"], seed=[0, 1, 2]``)."""
     varied = {name: list(value) for name, value in fields.items()

@@ -17,7 +17,7 @@ from labcore.door import catalogue
 from labcore.door.catalogue import budget_device, defaults_family, known_positions, spec_lib, speed
 from labcore.door.data import discipline_info, disciplines, uploads
 from labcore.door.recipes import demos
-from labcore.door.runs import RunSpec, make_spec, resolve_spec, results, train_defaults
+from labcore.door.runs import ResolvedSpec, RunSpec, make_spec, resolve_spec, results, train_defaults
 from labcore.door.views import fmt_duration, metrics
 from labcore.errors import LabError
 from pages import common, state
@@ -242,23 +242,27 @@ def discipline_params(dparams_text: str, seeds: list[int]) -> tuple[dict[str, An
 
 
 # ---------------------------------------------------------------------------------------- the spec(s)
-def build_specs(fields: dict[str, Any], seeds: list[int], folds: int, errors: list[str]):
-    """One spec per seed (and fold); ``(specs, the first resolved)``, with any refusal added to ``errors``."""
+def build_specs(fields: dict[str, Any], seeds: list[int], folds: int,
+                errors: list[str]) -> tuple[list[RunSpec], list[ResolvedSpec]]:
+    """One spec per seed (and fold) and its resolution, with any refusal added to ``errors``.
+
+    Each spec is resolved once, here, by the function the submission would call: the page shows the resolutions
+    and the buttons submit them, so what is shown is what runs."""
     specs: list[RunSpec] = []
-    resolved: RunSpec | None = None
+    resolved: list[ResolvedSpec] = []
     if not errors:
         try:
             base = make_spec(**fields)
             specs = [base.replace(seed=s) for s in seeds]
             if folds:  # seed by seed, its folds: one condition, k runs per seed
                 specs = [fold for s in specs for fold in uploads.fold_specs(s, folds)]
-            resolved = resolve_spec(specs[0])
+            resolved = [resolve_spec(spec) for spec in specs]
         except LabError as exc:
             errors.append(str(exc))
     return specs, resolved
 
 
-def length_note(resolved: RunSpec, info: Any) -> None:
+def length_note(resolved: ResolvedSpec, info: Any) -> None:
     """The model's position limit against the discipline's longest example, where the second is longer."""
     positions = known_positions(resolved.model)
     if info is None or info.input_kind != "tokens" or not positions:
@@ -291,7 +295,7 @@ def small_test_note(name: str, folds: int) -> None:
                    f"Wilson interval).", icon=":material/warning:")
 
 
-def measured_speed(resolved: RunSpec, mean_tokens: float) -> speed.Speed | None:
+def measured_speed(resolved: ResolvedSpec, mean_tokens: float) -> speed.Speed | None:
     """The training speed finished runs of this model and protocol measured here (see labcore.engine.speed)."""
     store = state.get_store()
     wanted = (resolved.model, resolved.protocol)
@@ -300,7 +304,7 @@ def measured_speed(resolved: RunSpec, mean_tokens: float) -> speed.Speed | None:
                                 mean_tokens=mean_tokens)
 
 
-def time_note(resolved: RunSpec, runs: int) -> None:
+def time_note(resolved: ResolvedSpec, runs: int) -> None:
     """How long an upload's run takes, from its sizes and the speed measured here (or a typical one)."""
     if not resolved.discipline.startswith("upload:"):
         return
@@ -325,22 +329,24 @@ def time_note(resolved: RunSpec, runs: int) -> None:
                f"times over; the run's notes say how many threads it had.")
 
 
-def what_will_run(specs, resolved, errors: list[str], seeds: list[int], folds: int, info, discipline: str) -> None:
+def what_will_run(specs: list[RunSpec], resolved: list[ResolvedSpec], errors: list[str], seeds: list[int], folds: int,
+                  info, discipline: str) -> None:
     st.subheader("What will run")
     for message in errors:
         st.error(message)
-    if resolved is not None:
-        labels = [resolve_spec(s).label() for s in specs]
+    if resolved:
+        labels = [r.label() for r in resolved]
         st.markdown(f"**{len(specs)} run{'s' if len(specs) > 1 else ''}:** " + ", ".join(labels))
         more = ([f"folds 1 to {folds - 1} (--dparam fold=N)"] if folds else []) + \
             ([f"seeds {', '.join(map(str, seeds[1:]))}"] if len(seeds) > 1 else [])
         st.code(specs[0].cli() + (f"   # and {' and '.join(more)}" if more else ""), language="bash", wrap_lines=True)
-        length_note(resolved, info)
+        first = resolved[0]
+        length_note(first, info)
         small_test_note(discipline, folds)
-        time_note(resolved, len(specs))
+        time_note(first, len(specs))
         with st.expander("The resolved spec (every default filled in; its hash is the run's key)"):
-            st.code(json.dumps(resolved.to_dict(), indent=1, sort_keys=True), language="json")
-            st.caption(f"key {resolved.key}")
+            st.code(json.dumps(first.to_dict(), indent=1, sort_keys=True), language="json")
+            st.caption(f"key {first.key}")
 
 
 def _go(group: str | None, keys: list[str]) -> None:
@@ -349,25 +355,33 @@ def _go(group: str | None, keys: list[str]) -> None:
     st.switch_page(common.PAGES["runs"], query_params={"run": keys[0]})
 
 
-def submit_buttons(specs, resolved, discipline: str, folds: int) -> None:
+def paired(specs: list[RunSpec], resolved: list[ResolvedSpec]) -> list[ResolvedSpec]:
+    """Every spec pretrained and randomly initialised: the resolutions shown where their init is the one asked
+    for, the others resolved now (each spec once)."""
+    return [r if r.init == init else resolve_spec(s.replace(init=init))
+            for init in ("pretrained", "random") for s, r in zip(specs, resolved)]
+
+
+def submit_buttons(specs: list[RunSpec], resolved: list[ResolvedSpec], discipline: str, folds: int) -> None:
     executor = state.get_executor()
     c1, c2 = st.columns(2)
-    run_clicked = c1.button("▶ Run", type="primary", disabled=resolved is None, key="btn.exp.run")
-    pair_clicked = c2.button("▶ Run pretrained vs random", disabled=resolved is None, key="btn.exp.pair",
+    run_clicked = c1.button("▶ Run", type="primary", disabled=not resolved, key="btn.exp.run")
+    pair_clicked = c2.button("▶ Run pretrained vs random", disabled=not resolved, key="btn.exp.pair",
                              help="The same spec twice, pretrained and randomly initialised, for every seed: the "
                                   "papers' basic comparison.")
     if run_clicked or pair_clicked:
         try:
+            # The resolutions shown above go to the store as they are: the submission resolves nothing again.
             if pair_clicked:
-                pair = [s.replace(init=i) for i in ("pretrained", "random") for s in specs]
-                group = f"pair:{discipline}:{resolve_spec(pair[0]).key[:8]}"
+                pair = paired(specs, resolved)
+                group = f"pair:{discipline}:{pair[0].key[:8]}"
                 subs = executor.submit_group(group, pair, priority="interactive")
-            elif len(specs) > 1:  # seeds, or the folds of a cross-validation: one condition's repeats
-                group = f"{'folds' if folds else 'seeds'}:{discipline}:{resolved.key[:8]}"
-                subs = executor.submit_group(group, specs, priority="interactive")
+            elif len(resolved) > 1:  # seeds, or the folds of a cross-validation: one condition's repeats
+                group = f"{'folds' if folds else 'seeds'}:{discipline}:{resolved[0].key[:8]}"
+                subs = executor.submit_group(group, resolved, priority="interactive")
             else:
                 group = None
-                subs = [executor.submit(specs[0], priority="interactive")]
+                subs = [executor.submit(resolved[0], priority="interactive")]
         except LabError as exc:
             st.error(str(exc))
         else:

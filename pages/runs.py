@@ -18,7 +18,7 @@ import streamlit as st
 
 from labcore.door.catalogue import has_stage
 from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, JobRecord, RunRecord, RunSpec, Selection, delete,
-                               disk_usage, plan_delete, stage_curves)
+                               disk_usage, plan_delete, stage_curves, stored_spec)
 from labcore.door.views import figures, fmt_age, fmt_duration, fmt_speed
 from labcore.errors import LabError
 from pages import common, state
@@ -365,7 +365,8 @@ def run_actions(store, executor, record, teacher: bool) -> None:
         _act("Resume", key, lambda: executor.resume(key))
     if b[2].button("Retry", key=f"retry-{key}", disabled=status != "failed",
                    help="Run a failed spec again from the start."):
-        _act("Retry", key, lambda: executor.submit(RunSpec.from_dict(record.spec)))
+        # the stored resolution, as it is: the retry runs under the key the failed run had
+        _act("Retry", key, lambda: executor.submit(stored_spec(record)))
     b[3].page_link(common.PAGES["attention"], label="Attention", icon=":material/visibility:",
                    query_params={"run": key},
                    disabled=status not in ("done", "diverged"))

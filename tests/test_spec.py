@@ -10,12 +10,13 @@ import pytest
 
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec, make_spec, resolve, train_defaults
+from labcore.spec import RunSpec, make_spec, train_defaults
+from labcore.spec.resolved import resolve_fields as resolve
 
 
 def test_key_is_stable_across_processes():
     spec = resolve(make_spec(discipline="dna-splice", seed=3), "tokens")
-    code = ("from labcore.spec import make_spec, resolve;"
+    code = ("from labcore.spec import make_spec; from labcore.spec.resolved import resolve_fields as resolve;"
             "print(resolve(make_spec(discipline='dna-splice', seed=3), 'tokens').key)")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert other.stdout.strip() == spec.key
@@ -161,7 +162,7 @@ def test_spec_imports_no_torch_models_or_data():
 
 
 def test_the_quick_budget_has_floors_that_explicit_choices_turn_off():
-    from labcore.spec import RESULTS_REVISION, make_spec, resolve
+    from labcore.spec import RESULTS_REVISION, make_spec
 
     assert RESULTS_REVISION == 3  # the floors change what a quick run does
     quick = resolve(make_spec(budget="quick"), "tokens")
@@ -179,7 +180,7 @@ def test_the_quick_budget_has_floors_that_explicit_choices_turn_off():
 
 
 def test_the_time_a_quick_run_takes_follows_the_data():
-    from labcore.spec import MINILM_TOKENS_PER_S_BF16, estimate, make_spec, resolve
+    from labcore.spec import MINILM_TOKENS_PER_S_BF16, estimate, make_spec
 
     quick = resolve(make_spec(budget="quick"), "tokens")
     splice = estimate(quick, (2868, 319, 319), 62.0)  # measured in fp32 on 2 cores: 172 s

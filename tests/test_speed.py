@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from labcore.results.record import RunRecord
-from labcore.spec import estimate, make_spec, resolve
+from labcore.spec import estimate, make_spec
+from labcore.spec.resolved import resolve_fields as resolve
 from labcore.engine.speed import measured_speed, run_tokens_per_s, typical_tokens_per_s
 
 

@@ -131,10 +131,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from labcore.results.record import RunRecord
     from labcore.engine.run import iter_run
 
-    spec = spec_from_args(args)
-    resolve_run(spec)  # every check that needs no data or model, before either loads
+    # Resolved once, here: every check that needs no data or model runs before either loads, and iter_run
+    # trains this resolution as it is.
+    resolved = resolve_run(spec_from_args(args))
     record = None
-    for event in iter_run(spec):
+    for event in iter_run(resolved):
         _print_event(event)
         if event["type"] == RESULT:
             record = RunRecord.from_dict(event["record"])
@@ -162,9 +163,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     from labcore.jobs.run import resolve_run
     from labcore.engine.sweep import run_sweep
 
-    for spec in specs:  # every check that needs no data or model, before the first run loads either
-        resolve_run(spec)
-    records = run_sweep(specs, progress=lambda m: print(m, file=sys.stderr), on_event=_print_event)
+    # Each spec resolved once, here, before the first run loads data or a model; run_sweep trains them as they are.
+    resolved = [resolve_run(spec) for spec in specs]
+    records = run_sweep(resolved, progress=lambda m: print(m, file=sys.stderr), on_event=_print_event)
     table = sweep_table(records)
     if args.csv:
         print(table.to_csv(index=False), end="")

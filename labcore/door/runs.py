@@ -12,15 +12,16 @@ from labcore.jobs import key_of
 from labcore.results.record import RunRecord
 from labcore.engine.resolve import resolve_spec
 from labcore.spec import RunSpec, make_spec, train_defaults
+from labcore.spec.resolved import ResolvedSpec
 from labcore.store import ACTIVE, FINISHED, STOPPED, JobRecord, Store, open_store
 from labcore.store.delete import delete, plan_delete
 from labcore.store.selection import Selection
 from labcore.store.usage import COMMAND_LINE, disk_usage, requester_bytes
 
 __all__ = ["ACTIVE", "COMMAND_LINE", "FINISHED", "SECRETS_TABLE", "STOPPED", "ClassroomLimits", "JobRecord",
-           "PasscodeGuard", "RunRecord", "RunSpec", "Selection", "Store", "curves_from_events", "delete", "disk_usage",
-           "executor_on", "key_of", "make_spec", "open_store", "plan_delete", "requester_bytes", "resolve_spec",
-           "result_of", "results", "stage_curves", "stored_spec", "train_defaults"]
+           "PasscodeGuard", "ResolvedSpec", "RunRecord", "RunSpec", "Selection", "Store", "curves_from_events",
+           "delete", "disk_usage", "executor_on", "key_of", "make_spec", "open_store", "plan_delete",
+           "requester_bytes", "resolve_spec", "result_of", "results", "stage_curves", "stored_spec", "train_defaults"]
 
 
 def executor_on(store: Store):

@@ -31,6 +31,7 @@ from labcore.engine.prepared import (  # noqa: F401  (BEST_WEIGHTS, load_trained
 from labcore.results.record import RunRecord, pack_correct
 from labcore.engine.resolve import resolve_spec
 from labcore.spec import RunSpec
+from labcore.spec.resolved import ResolvedSpec
 
 StopFn = Callable[[], "str | None"]
 STAGE_SUMMARY = "stage.json"  # what the protocol's stage before training measured, for a resumed attempt
@@ -54,7 +55,7 @@ def device_kernels(model, device: str) -> list[str]:
     return kernels_for(model.backbone, device)
 
 
-def train_config(resolved: RunSpec, *, loss: str, precision: str, device: str, checkpoint_every: int = 0):
+def train_config(resolved: ResolvedSpec, *, loss: str, precision: str, device: str, checkpoint_every: int = 0):
     """The training loop's configuration from a resolved spec (``precision`` already resolved)."""
     import dataclasses
 
@@ -93,7 +94,7 @@ def _log(message: str) -> dict[str, Any]:
     return LogEvent(message=message).to_dict()
 
 
-def _prepare(resolved: RunSpec, *, device: str, threads: int, checkpoint_every: int, workdir: Path | None = None,
+def _prepare(resolved: ResolvedSpec, *, device: str, threads: int, checkpoint_every: int, workdir: Path | None = None,
              resume: bool = False, should_stop: StopFn = lambda: None,
              commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
     """Data, mapping, model, protocol, device and threads, then the protocol's stage before training where it
@@ -288,7 +289,7 @@ class TrainEnd:
     busy_cores: float
 
 
-def _record(fit: _Fit, resolved: RunSpec, ended: TrainEnd, *, workdir: Path | None,
+def _record(fit: _Fit, resolved: ResolvedSpec, ended: TrainEnd, *, workdir: Path | None,
             started: float, commit_file: CommitFn) -> RunRecord:
     """Measure the best checkpoint on validation and test, save it, and write the run's record."""
     end = ended.event
@@ -344,11 +345,14 @@ def _speed(fit: _Fit, end: TrainEndEvent, mean_tokens: float) -> dict[str, Any]:
             "host_reads": end.host_reads}
 
 
-def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
+def iter_run(spec: ResolvedSpec | RunSpec, *, workdir: Path | None = None, should_stop: StopFn = lambda: None,
              resume: bool = False, checkpoint_every: int = 0, device: str | None = None,
              threads: int | None = None, commit_file: CommitFn = os.replace) -> Iterator[dict[str, Any]]:
     """Run one spec: prepare -> protocol -> fit -> evaluate -> record. Yields events; the last is
-    a ``result`` whose ``record`` is the RunRecord's dict. Files go into place through ``commit_file``."""
+    a ``result`` whose ``record`` is the RunRecord's dict. Files go into place through ``commit_file``.
+
+    The worker, the CLI, a sweep and the API hand it a resolved spec, which it trains as it is; a bare RunSpec
+    (a script's or a test's) enters here, so it is resolved here, once, for where this process submits to."""
     import torch
     import transformers
 
@@ -357,7 +361,7 @@ def iter_run(spec: RunSpec, *, workdir: Path | None = None, should_stop: StopFn 
     requested_threads = threads or os.cpu_count() or 1
     torch.set_num_threads(requested_threads)
     device = device or devices.choose_device()
-    resolved = resolve_spec(spec)
+    resolved = spec if isinstance(spec, ResolvedSpec) else resolve_spec(spec)
     if workdir is not None:
         workdir.mkdir(parents=True, exist_ok=True)
     fit = yield from _prepare(resolved, device=device, threads=requested_threads,
@@ -384,7 +388,7 @@ def warm_up() -> None:
     from labcore.engine import train  # noqa: F401
 
 
-def run(spec: RunSpec, **kwargs: Any) -> RunRecord:
+def run(spec: ResolvedSpec | RunSpec, **kwargs: Any) -> RunRecord:
     """Run to the end and return the record (the events are dropped)."""
     record = None
     for event in iter_run(spec, **kwargs):

@@ -1,39 +1,43 @@
 """The ``run`` kind: train one RunSpec (data -> mapping -> model -> protocol -> train -> evaluate -> record).
 
-Its key is ``RunSpec.key`` of the resolved spec (what it has always been, so stored results keep their
-keys); the training loop checkpoints to ``resume.pt`` and handles stop requests itself.
+A RunSpec is resolved once, when it is submitted (:func:`resolve_run`); the store keeps the
+:class:`~labcore.spec.resolved.ResolvedSpec`, the worker decodes it as it is and trains it, resolving nothing.
+Its key is ``RunSpec.key`` of the resolved values (what it has always been, so stored results keep their keys);
+the training loop checkpoints to ``resume.pt`` and handles stop requests itself.
 """
 
 from __future__ import annotations
 
 from typing import Iterator
 
-from labcore import protocols
 from labcore.events import LogEvent
 from labcore.jobs.base import Event, JobContext, Resources
+from labcore.machine import device as devices
 from labcore.paths import env_number
-from labcore.engine.resolve import resolve_spec
-from labcore.spec import RunSpec, make_spec
+from labcore.engine.resolve import resolve
+from labcore.spec import RunSpec
+from labcore.spec.resolved import ResolvedSpec
 
 
-def resolve_run(spec: RunSpec) -> RunSpec:
-    """The resolved spec, its protocol and protocol parameters checked against the protocol registry.
+def resolve_run(spec: RunSpec | ResolvedSpec) -> ResolvedSpec:
+    """The spec resolved for where a job submitted from this process trains; a resolved one as it is (the
+    page and the Python API resolve before they submit, and a resume submits the stored resolution).
 
-    Torch-free, so an unknown protocol (or parameter) is refused when a run is submitted or started, not
-    after its data and model have loaded. The check lives here rather than in :mod:`labcore.engine.resolve`,
-    which sits beside the protocols in the layers and may not import them.
+    Torch-free, so an unknown discipline, protocol (or parameter) is refused when a run is submitted, not
+    after its data and model have loaded.
     """
-    resolved = resolve_spec(spec)
-    protocols.parse_protocol_params(resolved.protocol, dict(resolved.protocol_params))
-    return resolved
+    if isinstance(spec, ResolvedSpec):
+        return spec
+    return resolve(spec, devices.budget_device())
 
 
-def body_source(spec: RunSpec) -> tuple[str, ...]:
+def body_source(spec: ResolvedSpec) -> tuple[str, ...]:
     """A run on ``run:<key>`` needs that run finished: it starts from its body."""
     return (spec.model[len("run:"):],) if spec.model.startswith("run:") else ()
 
 
-def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
+def train_run(spec: ResolvedSpec, ctx: JobContext) -> Iterator[Event]:
+    """Train the stored resolution (the worker decoded it with :meth:`ResolvedSpec.from_dict`)."""
     from labcore.engine.run import iter_run
 
     for key in body_source(spec):
@@ -46,7 +50,7 @@ def train_run(spec: RunSpec, ctx: JobContext) -> Iterator[Event]:
                         checkpoint_every=ctx.checkpoint_every, threads=ctx.threads, commit_file=ctx.commit_file)
 
 
-def run_resources(spec: RunSpec) -> Resources:
+def run_resources(spec: ResolvedSpec) -> Resources:
     """One CPU per run; on a cluster with GPUs, ``TRANSFERLAB_RUN_GPUS`` (default 0; 0.5 lets two runs share
     one) asks each run for that many. A run uses CUDA wherever it finds one, so this only decides where
     the scheduler puts it."""
@@ -63,9 +67,10 @@ def _warm_up() -> None:
 def _register() -> None:
     from labcore.jobs import job_kind
 
-    job_kind("run", RunSpec, description="train one model on one discipline under one protocol",
-             resolve=resolve_run, encode=RunSpec.to_dict, decode=lambda values: make_spec(**values),
-             key=lambda spec: spec.key, label=RunSpec.label, requires=body_source, checkpoint="resume.pt",
+    job_kind("run", RunSpec, resolved_type=ResolvedSpec,
+             description="train one model on one discipline under one protocol",
+             resolve=resolve_run, encode=ResolvedSpec.to_dict, decode=ResolvedSpec.from_dict,
+             key=lambda spec: spec.key, label=ResolvedSpec.label, requires=body_source, checkpoint="resume.pt",
              stops_itself=True, warm_up=_warm_up, resources=run_resources)(train_run)
 
 

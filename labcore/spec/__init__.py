@@ -1,7 +1,8 @@
 """RunSpec: everything that decides a result, in one frozen dataclass.
 
 The key of a run is the sha256 of the canonical JSON of its *resolved* spec (every default filled in
-from the budget table, labcore.spec.budgets). Two specs with the same key give the same result, so the second is
+from the budget table, labcore.spec.budgets: a :class:`labcore.spec.resolved.ResolvedSpec`, made once, at
+submission, by labcore.engine.resolve.resolve). Two specs with the same key give the same result, so the second is
 served from the store. Defaults live only in this module and labcore.spec.budgets (whose names it re-exports): the
 CLI, the worker and the pages all build specs through :func:`make_spec`, which validates in one place and
 lists valid choices in its errors.
@@ -296,65 +297,3 @@ def _check_numbers(spec: RunSpec) -> None:
     if 0 < spec.max_length < MIN_MAX_LENGTH:
         raise LabError(f"max_length must be 0 (the discipline's own length) or at least {MIN_MAX_LENGTH} (room for "
                        f"[CLS], [SEP] and {MIN_MAX_LENGTH - 2} symbols), got {spec.max_length}")
-
-
-def resolve(spec: RunSpec, input_kind: str, *, max_positions: int | None = None, device: str = "cpu") -> RunSpec:
-    """Fill every `auto`/None field that the discipline decides, so the key names what will run.
-
-    `max_positions` is the model's longest input where it is known: a longer `max_length` is cut to it, so
-    the key names the length that runs.
-
-    `input_kind` is the discipline's ("tokens" | "vectors" | "text"). Fields that do not apply (a
-    mapping for vector inputs) are normalised, so two specs differing only in an unused field share a
-    key. `pooling="auto"` and `precision="auto"` stay as they are: the engine turns them into the
-    model's default pooling and the machine's precision, and the result records what it used.
-
-    `device` is the kind (``cpu``, ``cuda``) the run will train on: the budget's values for it fill the
-    unset fields (:data:`DEVICE_BUDGETS`), and a text length that differs from the CPU's is written out,
-    so the key names what runs.
-    """
-    changes: dict[str, Any] = {}
-    for name, value in train_defaults(spec.budget, spec.protocol, device).items():
-        if getattr(spec, name) is None:
-            changes[name] = value
-    # A floor adapts the budget's own values; where the user chose the value it bounds, it is off.
-    for floor, chosen in (("min_steps", ("epochs", "max_steps")), ("min_evals", ("eval_every",)),
-                          ("min_train_examples", ("train_token_budget",))):
-        if getattr(spec, floor) is None and any(getattr(spec, name) is not None for name in chosen):
-            changes[floor] = 0
-    adapter = spec.input_adapter
-    if adapter == "auto":
-        adapter = "linear" if input_kind == "vectors" else "vocab"
-    if input_kind == "vectors" and adapter != "linear":
-        raise LabError(f"discipline {spec.discipline!r} gives vectors: the input adapter must be linear "
-                       f"(got {adapter!r})")
-    if input_kind != "vectors" and adapter == "linear":
-        raise LabError(f"discipline {spec.discipline!r} gives {input_kind}: use the vocab or embedding "
-                       f"input adapter, not linear")
-    if input_kind == "text" and adapter == "embedding":
-        raise LabError("text is tokenised by the model's tokenizer: use the vocab input adapter")
-    changes["input_adapter"] = adapter
-    if max_positions and spec.max_length > max_positions:
-        changes["max_length"] = max_positions
-    # Only at the first resolution: a spec resolved for a CPU keeps max_length 0 (64 tokens) when a GPU worker
-    # resolves it again, so its key stays the one it was submitted under.
-    if input_kind == "text" and spec.max_length == 0 and not spec.is_resolved and \
-            text_max_length(spec.budget, device) != TEXT_MAX_LENGTH:
-        changes["max_length"] = text_max_length(spec.budget, device)
-    mapping = spec.mapping
-    if adapter != "vocab":
-        mapping = "none"
-    elif mapping == "auto":
-        mapping = "identity" if input_kind == "text" else "random"
-    elif mapping == "none":
-        raise LabError("the vocab input adapter needs a token mapping; choose identity, shift, random, "
-                       "unused, letters or table")
-    changes["mapping"] = mapping
-    if mapping != "shift":
-        changes["mapping_k"] = RunSpec.mapping_k
-    if mapping != "random":
-        changes["mapping_seed"] = RunSpec.mapping_seed
-    if mapping != "table":
-        changes["mapping_table"] = ()
-    return dataclasses.replace(spec, **changes)
-

@@ -48,7 +48,7 @@ class TrainParams:
     eval_every: int  # steps between validation evaluations (0: once per epoch)
     patience: int  # evaluations without improvement before stopping early (0: off), never before min_steps
     # floors that fit a budget to small data (0: off). An explicit epochs / max_steps turns min_steps off,
-    # an explicit eval_every turns min_evals off (see resolve): the floors adapt a budget, not a choice.
+    # an explicit eval_every turns min_evals off (see labcore.spec.resolved): the floors adapt a budget, not a choice.
     min_steps: int  # more epochs where `epochs` would give fewer optimiser steps than this
     min_evals: int  # validation evaluations per run at least: eval_every shortens to steps // min_evals
 
