@@ -37,6 +37,22 @@ def test_unused_fields_are_normalised_away():
     assert a.key == b.key and a.mapping == "none" and a.input_adapter == "linear"
 
 
+def test_a_run_spec_has_an_optional_field_per_hyper_parameter_and_a_resolved_one_a_decided_field():
+    import dataclasses
+    import typing
+
+    from labcore.spec import BUDGET_PARAMS
+    from labcore.spec.resolved import ResolvedSpec
+
+    budget = [(f.name, f.type) for f in BUDGET_PARAMS]
+    run_fields = dataclasses.fields(RunSpec)
+    assert [(f.name, f.type) for f in run_fields[-len(budget):]] == [(name, f"{kind} | None") for name, kind in budget]
+    assert all(f.default is None for f in run_fields[-len(budget):])
+    # the same fields, every one declared where a reader and a type checker see it
+    assert {f.name for f in dataclasses.fields(ResolvedSpec)} == {f.name for f in run_fields}
+    assert typing.get_type_hints(RunSpec)["lr"] == float | None and typing.get_type_hints(ResolvedSpec)["lr"] is float
+
+
 def test_budget_defaults_fill_only_missing_fields():
     spec = resolve(make_spec(lr=0.123), "tokens")
     assert spec.lr == 0.123

@@ -109,20 +109,11 @@ def _freeze(value: Any) -> Any:
     return value
 
 
-def _budget_fields(cls: type) -> type:
-    """Give the class body an optional field per :class:`BudgetParams` field (``lr: float | None = None``),
-    after its own fields, so every training hyper-parameter is declared once, in TrainParams."""
-    annotations = cls.__dict__.get("__annotations__", {})
-    for f in BUDGET_PARAMS:
-        annotations[f.name] = f"{f.type} | None"  # a string, as `from __future__ import annotations` writes it
-        setattr(cls, f.name, None)
-    cls.__annotations__ = annotations
-    return cls
-
-
 @dataclass(frozen=True)
-@_budget_fields
 class RunSpec:
+    """What a user chose for one run; None and ``auto`` leave a choice to the lab, which
+    :func:`labcore.engine.resolve.resolve` makes once, at submission (a :class:`labcore.spec.resolved.ResolvedSpec`)."""
+
     model: str = "minilm"
     init: str = "pretrained"
     discipline: str = "dna-splice"
@@ -144,7 +135,23 @@ class RunSpec:
     # gives bit-identical weights; otherwise a run trains on the cores it finds free, which may change
     deterministic: bool = False
     seed: int = 0
-    # Then one optional field per BudgetParams field, added by _budget_fields (None: the budget's value).
+    # The training hyper-parameters, None where the budget decides: BudgetParams' fields in its order, each
+    # optional here (labcore.spec.budgets says what each means; tests/test_spec.py checks the two agree).
+    optimizer: str | None = None
+    lr: float | None = None
+    schedule: str | None = None
+    warmup_ratio: float | None = None
+    batch_size: int | None = None
+    epochs: float | None = None
+    max_steps: int | None = None
+    grad_clip: float | None = None
+    weight_decay: float | None = None
+    eval_every: int | None = None
+    patience: int | None = None
+    min_steps: int | None = None
+    min_evals: int | None = None
+    train_token_budget: int | None = None
+    min_train_examples: int | None = None
 
     # ------------------------------------------------------------------ serialisation
     def to_dict(self) -> dict[str, Any]:
