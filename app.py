@@ -122,6 +122,10 @@ def _demo_view(demo: demos.Demo) -> None:
     if any(r is None for r in records):  # opened from a link before anyone ran it here
         st.info(f"**{demo.title}** has not run in this store yet: press its button above.")
         return
+    if common.hidden_runs(store) & set(keys):
+        st.info(f"**{demo.title}** is part of a lesson your class has not seen revealed yet: its runs appear here "
+                f"after the teacher's reveal, on **Lessons**.")
+        return
     st.subheader(f"Demo: {demo.title}")
     active = any(r.active for r in records)
     st.markdown(f"**What to watch:** {demo.watch}  \n**The paper's claim:** {demo.claim}")

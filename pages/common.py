@@ -165,6 +165,16 @@ def _try_passcode() -> None:
                                            f"(the teacher's passcode_attempts and passcode_pause_s).")
 
 
+def hidden_runs(store) -> set[str]:
+    """Runs of a class lesson whose answer is not revealed yet: hidden from students on every page (the
+    teacher, and a lab with no class, sees everything)."""
+    if state.teacher_passcode() is None or state.is_teacher():
+        return set()
+    from labcore.door.lessons import hidden_keys  # the lessons' catalogue loads on first use only
+
+    return hidden_keys(store)
+
+
 def status_label(record: JobRecord) -> str:
     return f"{STATUS_ICONS.get(record.status, '')} {record.status}"
 

@@ -174,7 +174,9 @@ def downloads(records, summary, steps, named_by) -> None:
 def main() -> None:
     st.title(":material/bar_chart: Compare")
     store = state.get_store()
-    every_run = {r.key: r for r in store.runs()}  # read once: the selection and the results below use it
+    hidden = common.hidden_runs(store)  # a class lesson's runs before its reveal
+    # read once: the selection and the results below use it
+    every_run = {r.key: r for r in store.runs() if r.key not in hidden}
     with_result = [r for r in every_run.values() if r.result]
     if not with_result:
         st.info("Nothing to compare yet: runs appear here once they have a result. Run a demo on **Home**, or a "
@@ -185,6 +187,10 @@ def main() -> None:
 
     # Sets, not list scans: a group of 10,000 runs made each of these lines quadratic.
     keys = list(dict.fromkeys([k for group in chosen_groups for k in store.group(group)["keys"]] + chosen_runs))
+    if hidden & set(keys):
+        st.caption(":material/lock: Some of these runs belong to a lesson your class has not seen revealed yet: "
+                   "they appear here after the teacher's reveal.")
+        keys = [k for k in keys if k not in hidden]
     records = results(store, keys, every_run)  # the runs read above: none is read twice
     with_results = {r.key for r in records}
     waiting = [k for k in keys if k not in with_results]

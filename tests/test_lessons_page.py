@@ -112,3 +112,32 @@ def test_a_class_predicts_locks_and_sees_the_reveal(lab):
 def test_a_wrong_code_says_so(lab):
     at = page(params={"sitting": "ZZZZZ"})
     assert "there is no sitting 'ZZZZZ'" in texts(at)
+
+
+def test_a_students_compare_and_home_hide_a_lesson_until_its_reveal(lab):
+    sitting = sittings.open_sitting(lab.root, catalogue.get("dna"))
+    key = runs.lesson_keys(catalogue.get("dna"))[0]
+    compare = str(Path(PAGE).parent / "compare.py")
+
+    def student_compare() -> AppTest:
+        at = AppTest.from_file(compare, default_timeout=60)
+        at.secrets["teacher_passcode"] = PASSCODE
+        at.query_params["runs"] = key[:12]
+        return at.run()
+
+    def teacher_compare() -> AppTest:
+        at = AppTest.from_file(compare, default_timeout=60)
+        at.secrets["teacher_passcode"] = PASSCODE
+        at.session_state["_teacher_code"] = PASSCODE
+        at.query_params["runs"] = key[:12]
+        return at.run()
+
+    def shown(at: AppTest) -> str:
+        return "\n".join(frame.value.to_csv() for frame in at.dataframe)
+
+    assert "0.913" not in shown(student_compare())  # the dna runs' results exist, but the class has not seen them
+    assert "0.913" in shown(teacher_compare())
+    sittings.set_phase(lab.root, sitting.code, "running")
+    assert "0.913" not in shown(student_compare())
+    sittings.set_phase(lab.root, sitting.code, "revealed")
+    assert "0.913" in shown(student_compare())

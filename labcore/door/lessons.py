@@ -62,9 +62,12 @@ def whatif_view(store: Store, lesson: Lesson, option: str) -> LessonView:
 
 
 def hidden_keys(store: Store) -> set[str]:
-    """Run keys students may not see yet: those of every lesson whose sitting has not revealed them."""
+    """Run keys students may not see yet: those of every lesson whose class sitting has not revealed them (one
+    person's solo sitting hides nothing from others, and an abandoned one must not hide a demo for good)."""
     hidden: set[str] = set()
     for sitting in sittings.all_sittings(store.root):
+        if sitting.solo:
+            continue
         try:
             lesson = catalogue.get(sitting.lesson)
         except LessonError:
