@@ -177,6 +177,8 @@ def run_list(store, records: list[JobRecord]) -> None:
         @st.fragment(run_every=common.REFRESH.run_list_s if any(r.active for r in records) else None)
         def run_list() -> None:
             newest = first_read.pop() if first_read else store.runs(newest=LIST_LIMIT)[::-1]
+            hidden = common.hidden_runs(store)  # a class lesson's runs before its reveal
+            newest = [r for r in newest if r.key not in hidden]
             st.dataframe(_table(store, newest[:LIST_LIMIT]), hide_index=True, column_config={
                 "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
                 "test": st.column_config.NumberColumn("test metric", format="%.3f"),
@@ -418,7 +420,8 @@ def main() -> None:
     st.title(":material/list_alt: Runs")
     store = state.get_store()
     # The newest runs only, read once for the list and the run picker: a page of a 10,000-run lab reads no more.
-    runs = store.runs(newest=PICK_LIMIT)
+    hidden = common.hidden_runs(store)  # a class lesson's runs, hidden from students until its reveal
+    runs = [r for r in store.runs(newest=PICK_LIMIT) if r.key not in hidden]
     records = runs[::-1]
     if not records:
         st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
@@ -432,6 +435,7 @@ def main() -> None:
     if _may_delete():
         disk_section(store)
     keys, group = chosen_keys(store, executor, runs)
+    keys = [k for k in keys if k not in hidden]  # a group or a link may name them
     if not keys:
         st.stop()
     keys = page_of(keys, group)

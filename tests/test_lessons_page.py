@@ -141,3 +141,19 @@ def test_a_students_compare_and_home_hide_a_lesson_until_its_reveal(lab):
     assert "0.913" not in shown(student_compare())
     sittings.set_phase(lab.root, sitting.code, "revealed")
     assert "0.913" in shown(student_compare())
+
+
+def test_a_students_runs_page_hides_a_lesson_until_its_reveal(lab):
+    sitting = sittings.open_sitting(lab.root, catalogue.get("dna"))
+    key = runs.lesson_keys(catalogue.get("dna"))[0]
+
+    def shown() -> str:
+        at = AppTest.from_file(str(Path(PAGE).parent / "runs.py"), default_timeout=60)
+        at.secrets["teacher_passcode"] = PASSCODE
+        at.query_params["run"] = key
+        at = at.run()
+        return "\n".join(frame.value.to_csv() for frame in at.dataframe) + texts(at)
+
+    assert key[:12] not in shown()
+    sittings.set_phase(lab.root, sitting.code, "revealed")
+    assert key[:12] in shown()
