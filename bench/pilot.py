@@ -78,11 +78,21 @@ def floor_of(miniature: Miniature, spec: Any, record: dict[str, Any]) -> float:
     return trivial[0] if trivial else float(majority) if majority is not None else miniature.floor
 
 
-def pilot(miniature: Miniature, seeds: tuple[int, ...], every_size: bool) -> dict[str, Any]:
+def pilot(miniature: Miniature, seeds: tuple[int, ...], every_size: bool, before: dict[str, Any]) -> dict[str, Any]:
+    """Run the sizes cheapest first; a size ``before`` (the data file's numbers) holds for the same seeds is kept as
+    measured, not trained again (a pilot stopped part way goes on where it was)."""
     numbers: dict[str, Any] = {"miniature": miniature.name, "reference arm": miniature.reference,
                                "rule": miniature.rule_text, "seeds": list(seeds), "machine": platform.processor()
                                or platform.machine(), "date": time.strftime("%Y-%m-%d"), "sizes": {}}
+    kept = before.get("sizes", {}) if before.get("seeds") == list(seeds) else {}
     for size in miniature.sizes:
+        if size.label in kept:
+            numbers["sizes"][size.label] = kept[size.label]
+            print(f"{size.label}: as measured before, test {kept[size.label]['test']}", flush=True)
+            numbers["chosen"] = pick(miniature, numbers)
+            if numbers["chosen"] and not every_size:
+                break
+            continue
         rows = []
         for seed in seeds:
             spec = reference_spec(miniature, size.label, seed)
@@ -111,8 +121,9 @@ def main() -> None:
     parser.add_argument("--out", default="", help="where to write the numbers (default: the recipe's data file)")
     args = parser.parse_args()
     miniature = MINIATURES[args.name]
-    numbers = pilot(miniature, tuple(int(s) for s in args.seeds.split(",")), args.all_sizes)
     out = Path(args.out) if args.out else pilot_path(miniature.name)
+    before = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
+    numbers = pilot(miniature, tuple(int(s) for s in args.seeds.split(",")), args.all_sizes, before)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(numbers, indent=1) + "\n", encoding="utf-8")
     print(f"chosen: {numbers.get('chosen') or '(none learnt)'}; wrote {out}")

@@ -22,6 +22,8 @@ import pandas as pd
 
 from labcore.recipes.demos import PAPERS
 from labcore.pretrain.spec import PretrainSpec, resolve_pretrain
+from labcore.recipes.miniature import cuts
+from labcore.recipes.miniatures import MINIATURES
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, majority_floors,
                                     new_report, side_name, wall_seconds)
@@ -46,6 +48,15 @@ class ChiangBudget:
     lr: float | None  # None: the run budget's own
     listops_length: int  # ListOps expressions of at most this many tokens: with [CLS] and [SEP] they fit the
     #                      lab model's 128 positions, so no label is computed from a cut expression
+    # task -> fine-tune settings that replace the ones above on that task (a miniature's: train_size, max_steps)
+    task_runs: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()
+
+
+def _miniature_runs() -> tuple[tuple[str, tuple[tuple[str, Any], ...]], ...]:
+    """The chiang-sentiment miniature's fine-tune settings on text sentiment, where its pilot chose one: the
+    quick fine-tune stayed at the majority class there (:mod:`labcore.recipes.miniatures`)."""
+    miniature = MINIATURES["chiang-sentiment"]
+    return ((miniature.task, miniature.choice.run),) if miniature.choice is not None else ()
 
 
 BUDGETS = {
@@ -56,7 +67,8 @@ BUDGETS = {
     # lr 1e-3, not the quick budget's 1e-4 (tuned for MiniLM): on a barely pretrained lab model (nested, 40
     # steps) 80 steps of ListOps reached test accuracy 0.316 at 1e-3, 0.211 at 3e-4 and 0.171 (the majority
     # class) at 1e-4; text sentiment stayed at its majority class (0.620) at all three.
-    "quick": ChiangBudget(PretrainSpec(size="cpu", steps=200, sequences=6_400), "quick", 80, 40, "1280", 1e-3, 62),
+    "quick": ChiangBudget(PretrainSpec(size="cpu", steps=200, sequences=6_400), "quick", 80, 40, "1280", 1e-3, 62,
+                          _miniature_runs()),
     # standard: ten times the pretraining (2,000 steps, 20,000 sequences seen three times: 17-33 min each on
     # 2 idle cores) and the standard fine-tune (5 epochs, early stopping) on the whole training sets
     "standard": ChiangBudget(PretrainSpec(size="cpu", steps=2_000), "standard", 0, 0, "full", None, 126),
@@ -77,7 +89,8 @@ CUTS = {
               "not Wikipedia",
               "fine-tunes: 80 optimiser steps (batch 16, lr 1e-3) on 1,280 training examples, evaluated twice, "
               "instead of Chiang's 800-33k steps per GLUE task at 1e-5 to 5e-5",
-              "two tasks (movie-review sentiment, ListOps of at most 62 tokens) for the 8 GLUE tasks"),
+              "two tasks (movie-review sentiment, ListOps of at most 62 tokens) for the 8 GLUE tasks",
+              *cuts((MINIATURES[name] for name in MINIATURES), "chiang")),
     "standard": ("the lab's CPU model size; 2,000 pretraining steps of 32 sequences; L1s nested, flat, uniform, "
                  "zipf, English (Austen); text sentiment and ListOps for GLUE",),
     "paper": ("L1s nested, flat, uniform, zipf, English (Austen, not Wikipedia); text sentiment and ListOps for "
@@ -175,6 +188,7 @@ def plan(budget_name: str, seeds: tuple[int, ...], adjust: Callable[[Any], Any])
             values["eval_every"] = budget.eval_every
         if budget.lr is not None:
             values["lr"] = budget.lr
+        values.update(dict(dict(budget.task_runs).get(task, ())))
         if task == "listops":
             # the 15 symbols through one random table of vocabulary ids per seed, the same for every L1
             values.update(mapping="random", mapping_seed=seed, max_length=budget.listops_length + 2,

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from labcore.errors import LabError
 from labcore.recipes.verdict import ClaimTest
@@ -79,6 +79,12 @@ class Miniature:
                 "pilot": pilot_numbers(self.name)}
 
 
+def cuts(miniatures: Iterable[Miniature], recipe: str) -> tuple[str, ...]:
+    """The quick budget's cut lines of a recipe's chosen miniatures: what runs, instead of what, and why."""
+    return tuple(f"{m.task}: {m.chosen} instead of the paper's {m.paper}, the size a pilot of {m.reference.split(':')[0]} "
+                 f"learnt (the {m.name} miniature: {m.reason})" for m in miniatures if m.recipe == recipe and m.chosen)
+
+
 RULE = ("the cheapest size whose reference arm's mean test score over the pilot's seeds is at least the task's "
         "floor plus {effect:g} (the gate's smallest effect of interest), read before any run of a compared arm")
 
@@ -103,4 +109,4 @@ def pick(miniature: Miniature, numbers: Mapping[str, Any]) -> str:
     return ""
 
 
-__all__ = ["DATA", "EFFECT", "Miniature", "PilotSize", "RULE", "pick", "pilot_numbers", "pilot_path"]
+__all__ = ["DATA", "EFFECT", "Miniature", "PilotSize", "RULE", "cuts", "pick", "pilot_numbers", "pilot_path"]

@@ -19,11 +19,17 @@ FULL_SCRATCH = dict(model="minilm", init="random", protocol="full", pooling="mea
 _EVAL = (("n_validation", 200), ("n_test", 300))
 
 
-def _memory(n_bits: int, token_dim: int, patterns: int, steps: int, note: str = "") -> PilotSize:
+# FPT trains every transformer, the fully trained one included, with Adam at 1e-3 and no schedule (§C; the paper
+# budget's body_train); the quick budget's full fine-tune is AdamW at 1e-4 with linear decay, MiniLM's fine-tuning rate
+FPT_OPTIMISER = (("optimizer", "adam"), ("lr", 1e-3), ("schedule", "constant"), ("warmup_ratio", 0.0))
+
+
+def _memory(n_bits: int, token_dim: int, patterns: int, steps: int, note: str = "",
+            optimiser: tuple[tuple[str, object], ...] = ()) -> PilotSize:
     tokens = (patterns + 1) * n_bits // token_dim
     return PilotSize(f"{patterns} strings of {n_bits} bits in tokens of {token_dim} ({tokens} tokens), {steps} steps"
                      + note, (("n_bits", n_bits), ("token_dim", token_dim), ("n_patterns", patterns)) + _EVAL,
-                     (("max_steps", steps), ("eval_every", max(1, steps // 10))))
+                     (("max_steps", steps), ("eval_every", max(1, steps // 10))) + optimiser)
 
 
 FPT_REFERENCE = ("a MiniLM trained fully from a random init (FPT's own 'fully trained transformer' baseline, §3.1, "
@@ -44,7 +50,10 @@ _fpt("fpt-memory", "bits-memory", ("pretrained-beats-random", "bit-beats-random"
            "0.576-0.580, under the 0.75 a copy of the query's unmasked bits scores: no run learnt the task, so "
            "neither table-2 claim on bit memory was tested",
     floor=0.75,
-    sizes=(_memory(20, 5, 2, 300), _memory(20, 5, 5, 300), _memory(100, 10, 5, 600, " (today's task, longer)")))
+    # the first candidate ran with the quick budget's fine-tuning optimiser and stayed flat at 0.66 from step 30 (under
+    # the copy floor): the later ones train as FPT trains every transformer, and longer
+    sizes=(_memory(20, 5, 2, 300), _memory(20, 5, 2, 300, ", FPT's Adam at 1e-3", FPT_OPTIMISER),
+           _memory(20, 5, 2, 1000, ", FPT's Adam at 1e-3", FPT_OPTIMISER)))
 
 
 def _xor(steps: int, note: str = "") -> PilotSize:
