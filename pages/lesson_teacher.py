@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore.door.lessons import LessonError, prediction_figure, runs, sittings, view, whatif_view
+from labcore.door.lessons import (LessonError, handout_html, handout_pdf, prediction_figure, runs, sittings, view,
+                                  whatif_view)
 from labcore.errors import LabError
 from pages import lesson_parts, state
 
@@ -93,12 +94,35 @@ def teacher(sitting, lesson) -> None:
         st.plotly_chart(prediction_figure(lesson, guesses, title="Predictions (locked)"), key="lesson.locked")
     else:
         lesson_parts.reveal(lesson, view(state.get_store(), lesson), sittings.guesses(_root(), sitting.code))
+        handout(sitting, lesson)
         whatif(sitting, lesson)
     st.divider()
     cols = st.columns(2)
     cols[0].button("Back to the lessons", key="lesson.back", on_click=state.set_qp, kwargs={"sitting": None})
     cols[1].button("Delete this sitting", key="lesson.delete", on_click=_delete, args=(sitting.code,),
                    help="The sitting with every prediction and vote in it; its runs stay in the store.")
+
+
+def handout(sitting, lesson) -> None:
+    """The handout in one click: HTML at once, PDF printed by headless Chromium on request (a few seconds)."""
+    measured = view(state.get_store(), lesson).measured
+    if measured is None:
+        return
+    seats = [s for s in sittings.seats(_root(), sitting.code) if s.guess is not None
+             and s.guessed_at <= (sitting.locked_at or float("inf"))]
+    names = [s.nickname for s in seats] if st.checkbox("Students' names in the handout", key="lesson.names") else None
+    page = handout_html(lesson, measured, [s.guess for s in seats], names)
+    cols = st.columns(2)
+    cols[0].download_button("Handout (HTML)", page, file_name=f"lesson-{lesson.name}.html", mime="text/html",
+                            key="lesson.html")
+    if cols[1].button("Make the PDF handout", key="lesson.pdf.make"):
+        try:
+            st.session_state["lesson.pdf"] = handout_pdf(page)
+        except LabError as exc:
+            st.error(str(exc))
+    if st.session_state.get("lesson.pdf"):
+        cols[1].download_button("Handout (PDF)", st.session_state["lesson.pdf"], file_name=f"lesson-{lesson.name}.pdf",
+                                mime="application/pdf", key="lesson.pdf")
 
 
 def _delete(code: str) -> None:

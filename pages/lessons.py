@@ -133,6 +133,8 @@ def student(sitting, lesson, token: str) -> None:
     guesses = [seat.guess] if sitting.solo else sittings.guesses(_root(), sitting.code)
     lesson_parts.reveal(lesson, view(state.get_store(), lesson), [g for g in guesses if g is not None], seat.guess,
                         show_class=not sitting.solo)
+    if sitting.solo and sitting.phase == "revealed":
+        lesson_teacher.handout(sitting, lesson)
     _student_whatif(sitting, lesson, token, seat)
 
 
