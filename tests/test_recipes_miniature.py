@@ -36,3 +36,26 @@ def test_the_rule_picks_the_cheapest_size_whose_reference_arm_clears_the_floor_b
     assert pick(miniature, {"sizes": {first: {"test": floor}}}) == ""
     # a measured majority class higher than the stated floor is the floor the arm must clear
     assert pick(miniature, {"sizes": {first: {"test": floor + EFFECT, "floor": floor + 0.1}}}) == ""
+
+
+def test_a_chosen_miniature_is_what_the_quick_plan_runs_and_fpts_bit_body_is_the_pilots_reference_arm():
+    from labcore.recipes.keys import step_key
+    from labcore.recipes.base import Step
+    from labcore.spec import make_spec
+
+    for name in MINIATURES:
+        miniature = MINIATURES[name]
+        if miniature.choice is None:
+            continue
+        plan = RECIPES[miniature.recipe].plan("quick", (0,))
+        on_task = [s for s in plan.steps if s.facet == miniature.task and s.part != "bit body"]
+        run = dict(miniature.choice.run)
+        for step in on_task:
+            assert step.spec.max_steps == run["max_steps"] and step.spec.eval_every == run["eval_every"], step
+            assert set(miniature.choice.discipline_params) <= set(step.spec.discipline_params), step
+        assert any(miniature.chosen in cut for cut in plan.cuts) or not miniature.choice.discipline_params
+        if name == "fpt-memory":  # the reference arm at the chosen size is the bit body, key for key
+            reference = make_spec(**dict(miniature.arm), discipline=miniature.task, seed=0,
+                                  **miniature.choice.fields())
+            body = next(s for s in plan.steps if s.part == "bit body")
+            assert step_key(body) == step_key(Step(reference, "reference"))

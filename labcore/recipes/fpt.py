@@ -90,13 +90,19 @@ def _quick() -> FptBudget:
     steps = {"bits-xor": 300, "bits-memory": 150, "listops": 150, "image-mnist": 150}
     data = {"bits-memory": (("n_test", 300), ("n_validation", 200)), "image-mnist": (("patch", 8),),
             "listops": (("n_test", 500), ("n_validation", 200))}
+    body_train: tuple[tuple[str, Any], ...] = ()
     for name in ("fpt-memory", "fpt-xor"):
         miniature = MINIATURES[name]
         if miniature.choice is not None:
             steps[miniature.task] = int(dict(miniature.choice.run)["max_steps"])
             data[miniature.task] = miniature.choice.discipline_params or data.get(miniature.task, ())
+            if miniature.task == BODY_TASK:  # the fully trained transformers train as the pilot's arm learnt
+                body_train = tuple(kv for kv in miniature.choice.run if kv[0] in OPTIMISER_FIELDS)
     return FptBudget("quick", tuple((t, steps[t]) for t in TASKS), 10, steps[BODY_TASK], False,
-                     tuple((t, data[t]) for t in ("bits-memory", "image-mnist", "listops") if data[t]))
+                     tuple((t, data[t]) for t in ("bits-memory", "image-mnist", "listops") if data[t]), body_train)
+
+
+OPTIMISER_FIELDS = ("optimizer", "lr", "schedule", "warmup_ratio")
 
 
 BUDGETS = {

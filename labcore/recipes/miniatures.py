@@ -68,7 +68,11 @@ _fpt("fpt-xor", "bits-xor",
     reason="at 300 steps the frozen random and bit bodies stayed at chance on bit XOR, so the speed claims, which "
            "read every arm's steps to converge, were not tested; FPT's own task is already 10 tokens, so only the "
            "run's length can change",
-    floor=0.5, sizes=(_xor(300, " (today's)"), _xor(1000)))
+    floor=0.5, sizes=(_xor(300, " (today's)"), _xor(1000)),
+    # pilot (data/pilot-fpt-xor.json, seed 0, one thread): the fully trained transformer reached 0.905 at 300 steps
+    # (validation 0.50 until step 150, then 0.54, 0.67, 0.74, 0.84, 0.87, 0.91), over chance + 0.05: today's size
+    # stands, and the frozen bodies that stay at chance there are a finding of the budget, not of the task's size
+    chosen="2 strings of 5 bits (10 tokens), 300 steps (today's)")
 
 # Chiang's "no pretraining" and English arms are both compared by headline claims; the flat L1 (crossing pairs,
 # Papadimitriou & Jurafsky's) is in no headline claim (only the lab's structure-helps question), has the same
