@@ -58,8 +58,10 @@ def reveal(lesson: Lesson, lesson_view: LessonView, guesses: list[Any], mine: An
     if measured is None:
         st.warning("Some runs ended without a result, so there is no answer to reveal: retry them on **Runs**.")
         return
-    answer = (f"{measured.value:.2f} (95 % interval {measured.low:.2f} to {measured.high:.2f})"
-              if lesson.question.kind == "number" else measured.answer)
+    answer = measured.answer
+    if measured.value is not None:  # a value or a gap: the number with its interval
+        number = f"{measured.value:.2f} (95 % interval {measured.low:.2f} to {measured.high:.2f})"
+        answer = number if lesson.question.kind == "number" else f"{answer}: {number}"
     st.success(f"**Measured answer:** {answer}")
     if mine is not None:
         verdict = "right" if is_right(lesson, measured, mine) else "not right"
@@ -68,7 +70,7 @@ def reveal(lesson: Lesson, lesson_view: LessonView, guesses: list[Any], mine: An
         right, answered = share_right(lesson, measured, guesses)
         st.markdown(f"**The class:** {right} of {answered} predictions right ({right / answered:.0%}).")
         st.plotly_chart(prediction_figure(lesson, guesses, measured, mine, title="The class's predictions"),
-                        key=f"reveal-hist-{lesson.name}")
+                        key=f"reveal-hist-{lesson_view.lesson.name}")
     st.plotly_chart(result_figure(measured, title="What the runs measured (95 % intervals)"),
-                    key=f"reveal-bars-{lesson.name}")
+                    key=f"reveal-bars-{lesson_view.lesson.name}")
     st.markdown(f"**Why:** {lesson_view.explanation}")

@@ -157,3 +157,29 @@ def test_a_students_runs_page_hides_a_lesson_until_its_reveal(lab):
     assert key[:12] not in shown()
     sittings.set_phase(lab.root, sitting.code, "revealed")
     assert key[:12] in shown()
+
+
+def test_the_class_votes_a_what_if_and_the_teacher_queues_the_winner(lab):
+    from labcore.jobs import key_of
+
+    lesson = catalogue.get("dna")
+    sitting = sittings.open_sitting(lab.root, lesson)
+    sittings.set_phase(lab.root, sitting.code, "running")
+    sittings.set_phase(lab.root, sitting.code, "revealed")
+    winner = key_of(runs.whatif_spec(lesson, "unused"))
+    lab.put_result(RunRecord(key=winner, spec={}, status="done", metric="accuracy", test={"accuracy": 0.876},
+                             baseline={"majority": 0.52}, test_examples=400, val_curve=[[20, 0.876]], best_step=20))
+    teacher = press(page(teacher=True, params={"sitting": sitting.code}), "Open the vote")
+    voters = []
+    for name, option in (("Ada", "unused"), ("Bob", "unused"), ("Cy", "shift")):
+        token = sittings.join(lab.root, sitting.code, name)
+        at = page(params={"sitting": sitting.code, "seat": token})
+        at.radio(key="lesson.vote").set_value(option).run()
+        voters.append(press(at, "Vote"))
+    assert sittings.votes(lab.root, sitting.code) == {"unused": 2, "letters": 0, "shift": 1}
+    teacher = press(teacher.run(), "Queue the winner (unused)")
+    assert sittings.get(lab.root, sitting.code).phase == "whatif"
+    assert "mapping unused 0.88" not in texts(voters[0].run())  # found in the store, but not revealed yet
+    teacher = press(teacher.run(), "Reveal the what-if")
+    shown = texts(voters[0].run())
+    assert "mapping unused 0.88" in shown, shown
