@@ -117,11 +117,11 @@ def handout(sitting, lesson) -> None:
                             key="lesson.html")
     if cols[1].button("Make the PDF handout", key="lesson.pdf.make"):
         try:
-            st.session_state["lesson.pdf"] = handout_pdf(page)
+            st.session_state["_lesson_pdf"] = handout_pdf(page)
         except LabError as exc:
             st.error(str(exc))
-    if st.session_state.get("lesson.pdf"):
-        cols[1].download_button("Handout (PDF)", st.session_state["lesson.pdf"], file_name=f"lesson-{lesson.name}.pdf",
+    if st.session_state.get("_lesson_pdf"):  # made on request: Chromium takes seconds
+        cols[1].download_button("Handout (PDF)", st.session_state["_lesson_pdf"], file_name=f"lesson-{lesson.name}.pdf",
                                 mime="application/pdf", key="lesson.pdf")
 
 

@@ -41,15 +41,16 @@ def _need_a_browser() -> None:
 
 
 @contextlib.contextmanager
-def serving(cache: Path, log_path: Path, **env: str):
-    """The app on a free loopback port, on ``cache``, with ``env`` added to its environment; the server and
-    every worker it started are stopped afterwards whatever happens."""
+def serving(cache: Path, log_path: Path, cwd: Path = REPO, **env: str):
+    """The app on a free loopback port, on ``cache``, with ``env`` added to its environment, started in ``cwd``
+    (whose ``.streamlit/secrets.toml`` it reads); the server and every worker it started are stopped afterwards
+    whatever happens."""
     port = free_port()
     env = {**os.environ, "TRANSFERLAB_CACHE": str(cache), "PYTHONPATH": str(REPO), **env}
     log = open(log_path, "wb")
-    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                                "--server.address", "127.0.0.1", "--server.headless", "true"],
-                               cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(REPO / "app.py"), "--server.port",
+                                str(port), "--server.address", "127.0.0.1", "--server.headless", "true"],
+                               cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 90
         while True:

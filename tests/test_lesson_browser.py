@@ -1,0 +1,130 @@
+"""One whole lesson in a real browser (Chromium): a teacher and three students. The students join with the
+sitting's code and predict, the teacher's screen counts them, starting the runs locks the predictions, the
+reveal shows each student their own guess against the answer, the class votes a what-if that the teacher queues
+and reveals, and the teacher downloads the PDF handout, whose text is checked. The lesson's runs are in the store
+already (a lesson served from the store, as a second sitting of it is): the test is about the class, not the
+training. Screenshots of the teacher's and a student's screen at the reveal and of the handout's first page go
+to ``docs/images/``.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import pytest
+from test_e2e_browser import FLAGS, _need_a_browser, serving
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parent.parent
+IMAGES = REPO / "docs" / "images"
+PASSCODE = "owl-42"
+GUESSES = {"Ada": 38, "Bob": -20, "Cy": 40}  # arrow presses from the slider's middle (0.50), 0.01 each
+
+
+def _stock(cache: Path) -> None:
+    """The dna lesson's two runs and its what-if run ("unused") as finished results in the store."""
+    from labcore.jobs import key_of
+    from labcore.lessons import catalogue, runs
+    from labcore.results.record import RunRecord
+    from labcore.store import Store
+
+    lesson = catalogue.get("dna")
+    store = Store(cache / "store")
+    keys = runs.lesson_keys(lesson) + (key_of(runs.whatif_spec(lesson, "unused")),)
+    for key, value in zip(keys, (0.913, 0.551, 0.876)):
+        store.put_result(RunRecord(key=key, spec={}, status="done", metric="accuracy", test={"accuracy": value},
+                                   baseline={"majority": 0.52}, test_examples=1276, val_curve=[[120, value]],
+                                   best_step=120, steps_done=120))
+    store.close()
+
+
+@pytest.fixture
+def served(tmp_path):
+    _need_a_browser()
+    pytest.importorskip("pypdf")
+    (tmp_path / "here" / ".streamlit").mkdir(parents=True)
+    (tmp_path / "here" / ".streamlit" / "secrets.toml").write_text(f'teacher_passcode = "{PASSCODE}"\n')
+    _stock(tmp_path / "cache")
+    with serving(tmp_path / "cache", tmp_path / "server.log", cwd=tmp_path / "here") as base:
+        yield base, tmp_path
+
+
+def _student(browser, base: str, code: str, name: str, steps: int):
+    page = browser.new_page(viewport={"width": 1000, "height": 1400})
+    page.set_default_timeout(60_000)
+    page.goto(f"{base}/lessons")
+    page.get_by_label("Sitting code (on the teacher's screen)").fill(code)
+    page.get_by_label("Your nickname").fill(name)
+    page.get_by_role("button", name="Join").click()
+    slider = page.get_by_role("slider")
+    slider.focus()
+    for _ in range(abs(steps)):
+        slider.press("ArrowRight" if steps > 0 else "ArrowLeft")
+    page.get_by_role("button", name="Submit my prediction").click()
+    page.get_by_text(f"Your prediction: {0.5 + steps / 100:.2f}").wait_for()
+    return page
+
+
+def test_a_teacher_and_three_students_through_one_lesson(served):
+    from playwright.sync_api import expect, sync_playwright
+
+    import pypdf
+
+    base, tmp_path = served
+    IMAGES.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=FLAGS)
+        try:
+            teacher = browser.new_page(viewport={"width": 1200, "height": 1600}, accept_downloads=True)
+            teacher.set_default_timeout(60_000)
+            teacher.goto(f"{base}/lessons")
+            teacher.get_by_test_id("stExpander").get_by_text("Teacher", exact=True).click()
+            teacher.get_by_label("Teacher passcode").fill(PASSCODE)
+            teacher.get_by_label("Teacher passcode").press("Enter")
+            teacher.get_by_role("button", name="Open a class sitting").click()
+            heading = teacher.get_by_text("Sitting code:").first
+            code = heading.inner_text().split("Sitting code:")[1].strip().strip("`").strip()
+            students = {n: _student(browser, base, code, n, s) for n, s in GUESSES.items()}
+            expect(teacher.get_by_text("3 of 3 students")).to_be_visible(timeout=10_000)
+
+            teacher.get_by_role("button", name="Start the runs (locks the predictions)").click()
+            for page in students.values():
+                expect(page.get_by_text("Predictions are locked")).to_be_visible()
+                expect(page.get_by_text("0.91")).to_have_count(0)  # nothing of the result before the reveal
+            teacher.get_by_role("button", name="Reveal the answer").click()
+            expect(teacher.get_by_text("2 of 3 predictions right (67%)")).to_be_visible()
+            for name, page in students.items():
+                expect(page.get_by_text("Measured answer:")).to_be_visible()
+                verdict = "not right" if name == "Bob" else "right"
+                expect(page.get_by_text(f"Your prediction: {0.5 + GUESSES[name] / 100:.2f} — {verdict}.")).to_be_visible()
+            teacher.wait_for_timeout(1500)
+            teacher.screenshot(path=str(IMAGES / "lesson-teacher-reveal.png"), full_page=True)
+            students["Ada"].screenshot(path=str(IMAGES / "lesson-student-reveal.png"), full_page=True)
+
+            with teacher.expect_download() as html_download:
+                teacher.get_by_role("button", name="Handout (HTML)").click()
+            teacher.get_by_role("button", name="Make the PDF handout").click()
+            with teacher.expect_download() as pdf_download:
+                teacher.get_by_role("button", name="Handout (PDF)").click()
+            pdf = Path(pdf_download.value.path()).read_bytes()
+            text = " ".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(pdf)).pages)
+            for part in ("Does a text model help on DNA?", "0.913", "2 right (67%)", "python -m labcore.lessons run dna"):
+                assert part in text, part
+            assert not any(name in text for name in GUESSES)  # no names unless the teacher asks
+            handout = browser.new_page(viewport={"width": 900, "height": 1270})
+            handout.goto(Path(html_download.value.path()).as_uri())
+            handout.wait_for_timeout(1500)
+            handout.screenshot(path=str(IMAGES / "lesson-handout.png"))
+
+            teacher.get_by_role("button", name="Open the vote").click()
+            for name, page in students.items():
+                page.get_by_text("shift" if name == "Cy" else "unused", exact=True).click()
+                page.get_by_role("button", name="Vote").click()
+            teacher.get_by_role("button", name="Queue the winner (unused)").click()
+            teacher.get_by_role("button", name="Reveal the what-if").click()
+            expect(students["Ada"].get_by_text("What if: unused")).to_be_visible()
+            expect(students["Ada"].get_by_text("mapping unused 0.88").first).to_be_visible()
+        finally:
+            browser.close()
