@@ -15,6 +15,7 @@ from labcore.durable import CommitFn, write_file
 from labcore.durable import write_text as write_text_file  # noqa: F401  (run.py writes its small files through it)
 from labcore.errors import LabError
 from labcore.spec import RunSpec, parse_train_size
+from labcore.spec.resolved import ResolvedSpec
 
 BEST_WEIGHTS = "best.safetensors"  # a finished run's trainable parameters by name, in its folder
 
@@ -22,16 +23,16 @@ BEST_WEIGHTS = "best.safetensors"  # a finished run's trainable parameters by na
 class Prepared:
     """Everything a run needs before the first step, built once (also used by analysis jobs)."""
 
-    def __init__(self, spec: RunSpec, *, attn_implementation: str = "sdpa", progress=lambda _m: None):
+    def __init__(self, spec: ResolvedSpec | RunSpec, *, attn_implementation: str = "sdpa", progress=lambda _m: None):
         import torch
 
         from labcore import mapping as mapping_lib
         from labcore import models
         from labcore.data.encode import TEXT_MAX_LENGTH, encode_split_kept, slice_vocabulary, subsample
 
-        if not spec.is_resolved:  # resolved once where it entered the engine, never again here
-            raise LabError(f"Prepared takes a resolved spec, and {spec.label()} is not: resolve it where it enters "
-                           f"(labcore.engine.resolve.resolve_spec)")
+        # Resolved once where it was submitted, never again here: a RunSpec read back from a stored record is
+        # taken as it is, and one with a field still open is refused.
+        spec = ResolvedSpec.of(spec)
         self.spec = spec
         self.notes: list[str] = []
         progress(f"loading discipline {spec.discipline}")
@@ -120,7 +121,7 @@ def save_trained(model, workdir: Path, commit_file: CommitFn = os.replace) -> Pa
     return write_file(workdir / BEST_WEIGHTS, lambda tmp: save_file(state, str(tmp)), commit_file)
 
 
-def load_trained(spec: RunSpec, workdir: Path, *, attn_implementation: str = "sdpa") -> Prepared:
+def load_trained(spec: ResolvedSpec | RunSpec, workdir: Path, *, attn_implementation: str = "sdpa") -> Prepared:
     """A finished run's model as it ended: prepared as the run was, its protocol applied again (frozen and
     permuted layers as they trained), then its trained parameters loaded from ``workdir``.
 

@@ -17,6 +17,7 @@ from labcore.mapping.common import MAPPING_VERSION, sha256_of
 from labcore.mapping.vocab import Vocab
 from labcore.registry import Registry
 from labcore.spec import RunSpec
+from labcore.spec.resolved import ResolvedSpec
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,8 @@ class MappingSpec:
         return cls.from_dict(data)
 
 
-def of_run(spec: RunSpec) -> MappingSpec:
-    """The mapping rule a run's spec names: the one conversion from a RunSpec to its MappingSpec (the engine
+def of_run(spec: RunSpec | ResolvedSpec) -> MappingSpec:
+    """The mapping rule a run's spec names: the one conversion from a run's spec to its MappingSpec (the engine
     builds a run's mapping from it, the pages rebuild a stored run's from it)."""
     return MappingSpec(kind=spec.mapping, k=spec.mapping_k, seed=spec.mapping_seed,
                        table=spec.mapping_table if spec.mapping == "table" else ())

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from labcore.data import DisciplineInfo
     from labcore.data.encode import Encoded
     from labcore.models import LabModel, Structure
-    from labcore.spec import RunSpec
+    from labcore.spec.resolved import ResolvedSpec
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class StageInput:
     in the run's threads) and its data. ``should_stop`` is the run's stop request (None: go on)."""
 
     model: LabModel
-    spec: RunSpec  # resolved
+    spec: ResolvedSpec
     splits: Mapping[str, Encoded]  # "train", "validation", "test", encoded for this model
     info: DisciplineInfo
     tokenizer: Any  # the backbone's tokenizer (None where it has none)
