@@ -78,9 +78,11 @@ def floor_of(miniature: Miniature, spec: Any, record: dict[str, Any]) -> float:
     return trivial[0] if trivial else float(majority) if majority is not None else miniature.floor
 
 
-def pilot(miniature: Miniature, seeds: tuple[int, ...], every_size: bool, before: dict[str, Any]) -> dict[str, Any]:
+def pilot(miniature: Miniature, seeds: tuple[int, ...], every_size: bool, before: dict[str, Any],
+          save: Any = lambda numbers: None) -> dict[str, Any]:
     """Run the sizes cheapest first; a size ``before`` (the data file's numbers) holds for the same seeds is kept as
-    measured, not trained again (a pilot stopped part way goes on where it was)."""
+    measured, not trained again (a pilot stopped part way goes on where it was); ``save`` writes the numbers after
+    each size."""
     numbers: dict[str, Any] = {"miniature": miniature.name, "reference arm": miniature.reference,
                                "rule": miniature.rule_text, "seeds": list(seeds), "machine": platform.processor()
                                or platform.machine(), "date": time.strftime("%Y-%m-%d"), "sizes": {}}
@@ -108,6 +110,7 @@ def pilot(miniature: Miniature, seeds: tuple[int, ...], every_size: bool, before
                                             floor=max(r["floor"] for r in rows), runs=rows,
                                             wall_s=sum(r["wall_s"] for r in rows))
         numbers["chosen"] = pick(miniature, numbers)
+        save(numbers)
         if numbers["chosen"] and not every_size:
             break
     return numbers
@@ -123,9 +126,13 @@ def main() -> None:
     miniature = MINIATURES[args.name]
     out = Path(args.out) if args.out else pilot_path(miniature.name)
     before = json.loads(out.read_text(encoding="utf-8")) if out.exists() else {}
-    numbers = pilot(miniature, tuple(int(s) for s in args.seeds.split(",")), args.all_sizes, before)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(numbers, indent=1) + "\n", encoding="utf-8")
+
+    def save(numbers: dict[str, Any]) -> None:
+        out.write_text(json.dumps(numbers, indent=1) + "\n", encoding="utf-8")
+
+    numbers = pilot(miniature, tuple(int(s) for s in args.seeds.split(",")), args.all_sizes, before, save)
+    save(numbers)
     print(f"chosen: {numbers.get('chosen') or '(none learnt)'}; wrote {out}")
 
 

@@ -85,6 +85,17 @@ def cuts(miniatures: Iterable[Miniature], recipe: str) -> tuple[str, ...]:
                  f"learnt (the {m.name} miniature: {m.reason})" for m in miniatures if m.recipe == recipe and m.chosen)
 
 
+def pilot_words(miniature: Miniature) -> str:
+    """The pilot in one sentence for a report: each size's reference-arm test score against the floor, and the pick."""
+    sizes = pilot_numbers(miniature.name).get("sizes", {})
+    if not sizes:
+        return f"The {miniature.name} miniature has no pilot yet (bench/pilot.py {miniature.name})."
+    scores = "; ".join(f"{label}: {row['test']:.3f}" for label, row in sizes.items() if row.get("test") is not None)
+    picked = f"chosen: {miniature.chosen}" if miniature.chosen else "no size chosen: the budget's own setting runs"
+    return (f"The {miniature.name} miniature ({miniature.task}): the pilot of {miniature.reference.split(':')[0]} "
+            f"scored {scores} (floor {miniature.floor:g}, needed {miniature.floor + EFFECT:g}); {picked}.")
+
+
 RULE = ("the cheapest size whose reference arm's mean test score over the pilot's seeds is at least the task's "
         "floor plus {effect:g} (the gate's smallest effect of interest), read before any run of a compared arm")
 
@@ -109,4 +120,4 @@ def pick(miniature: Miniature, numbers: Mapping[str, Any]) -> str:
     return ""
 
 
-__all__ = ["DATA", "EFFECT", "Miniature", "PilotSize", "RULE", "cuts", "pick", "pilot_numbers", "pilot_path"]
+__all__ = ["DATA", "EFFECT", "Miniature", "PilotSize", "RULE", "cuts", "pick", "pilot_words", "pilot_numbers", "pilot_path"]

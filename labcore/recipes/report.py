@@ -249,7 +249,16 @@ def new_report(recipe: Any, plan: Plan, results: Results) -> Report:
     return Report(recipe=recipe.name, title=recipe.title, paper=recipe.paper, budget=plan.budget,
                   seeds=plan.seeds, cuts=plan.cuts, done=done, total=total, wall_s=wall,
                   dropped=[claim for claim in recipe.claims if claim.dropped], machine=machine_of(results),
-                  tuning=tuning.rate_table(_untuned(plan, rates), rates, results) if grid else None)
+                  tuning=tuning.rate_table(_untuned(plan, rates), rates, results) if grid else None,
+                  notes=miniature_notes(recipe.name) if plan.budget == "quick" else [])
+
+
+def miniature_notes(recipe: str) -> list[str]:
+    """The quick budget's miniatures of ``recipe``: each pilot's numbers and its choice (labcore.recipes.miniatures)."""
+    from labcore.recipes.miniature import pilot_words
+    from labcore.recipes.miniatures import MINIATURES
+
+    return [pilot_words(MINIATURES[name]) for name in MINIATURES if MINIATURES[name].recipe == recipe]
 
 
 def machine_of(results: Results) -> str:
