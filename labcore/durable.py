@@ -12,12 +12,15 @@ either the old file or the new one, and at most a ``.NAME.PID.tmp`` that
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any, Callable
 
 CommitFn = Callable[[Path, Path], None]  # (finished temporary file, final path): move it into place
+FULL_BELOW_BYTES = 16 * 2**20  # a disk with less free than this, after a write failed on it, was full
 
 
 def temp_beside(path: Path) -> Path:
@@ -30,7 +33,17 @@ def write_file(path: Path | str, write: Callable[[Path], Any], commit: CommitFn 
     path = Path(path)
     tmp = temp_beside(path)
     try:
-        write(tmp)
+        try:
+            write(tmp)
+        except OSError:
+            raise
+        except Exception as exc:
+            # Some writers do not say "no space" when the disk fills: torch.save raises RuntimeError ("unexpected
+            # pos ...") from its zip writer. Said as the OS would say it, the job fails as a full disk (and is
+            # resumed once there is room) instead of with a riddle.
+            if _free_bytes(tmp.parent) < FULL_BELOW_BYTES:
+                raise OSError(errno.ENOSPC, f"no space left on the device while writing {path.name} ({exc})") from exc
+            raise
         _sync(tmp)
         commit(tmp, path)
         _sync_folder(path.parent)
@@ -47,6 +60,13 @@ def write_json(path: Path | str, value: Any, commit: CommitFn = os.replace, *, i
                sort_keys: bool = False, default: Callable[[Any], Any] | None = None) -> Path:
     """``value`` as JSON (the options are :func:`json.dumps`'s)."""
     return write_text(path, json.dumps(value, indent=indent, sort_keys=sort_keys, default=default), commit)
+
+
+def _free_bytes(folder: Path) -> int:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return FULL_BELOW_BYTES  # cannot tell: not taken for a full disk
 
 
 def _sync(path: Path) -> None:

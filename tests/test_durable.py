@@ -98,3 +98,24 @@ def test_a_cached_array_is_written_whole_under_its_own_name(tmp_path):
     built = cached_array(tmp_path / "counts.npy", lambda: np.arange(5))
     assert list(cached_array(tmp_path / "counts.npy", lambda: np.zeros(1))) == list(built) == [0, 1, 2, 3, 4]
     assert [p.name for p in tmp_path.iterdir()] == ["counts.npy"]
+
+
+def test_a_writer_that_fails_on_a_full_disk_without_saying_so_fails_as_a_full_disk(tmp_path, monkeypatch):
+    import errno
+    import shutil
+    from collections import namedtuple
+
+    from labcore.store import health
+
+    def torch_like(tmp):
+        tmp.write_bytes(b"PK")
+        raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 24931264 vs 24931192")
+
+    with pytest.raises(RuntimeError):  # room on the disk: the writer's own error stands
+        durable.write_file(tmp_path / "resume.pt", torch_like)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _: usage(2**30, 2**30 - 2**20, 2**20))
+    with pytest.raises(OSError) as raised:
+        durable.write_file(tmp_path / "resume.pt", torch_like)
+    assert raised.value.errno == errno.ENOSPC and health.is_disk_full(raised.value)
+    assert list(tmp_path.iterdir()) == []  # nothing half-written left
