@@ -96,9 +96,9 @@ class Soak:
             pumps = lab.alive_workers(RAY_ROLE)
             return f"ray executor {pumps[0]}" if pumps and kill(pumps[0]) else ""
         if name == "ray task":
-            tasks = [r for r in store.jobs(status="running") if r.extra.get("task_pid")]
-            return f"ray task {r.extra['task_pid']} of {r.key[:8]}" if tasks and kill(
-                (r := self.rng.choice(tasks)).extra["task_pid"]) else ""
+            tasks = [r for r in store.jobs(status="running") if r.task_pid]
+            return f"ray task {r.task_pid} of {r.key[:8]}" if tasks and kill(
+                (r := self.rng.choice(tasks)).task_pid) else ""
         if name == "cli":
             return self._kill_cli()
         if name == "fill disk":

@@ -75,13 +75,25 @@ def curve_faults(intervals: list[tuple[int, int]], steps_done: int) -> tuple[int
     return lost, doubled
 
 
+def last_deleted(log: list[dict[str, Any]]) -> set[str]:
+    """Keys whose last request in the log is a delete that succeeded: a key submitted again after its deletion
+    (the same spec asked for once more) is the store's again."""
+    last: dict[str, str] = {}
+    for entry in sorted(log, key=lambda e: e.get("t", 0.0)):
+        if entry.get("key") and entry.get("action") == "submit":
+            last[entry["key"]] = "submit"
+        elif entry.get("key") and entry.get("action") == "delete" and entry.get("rc") == 0:
+            last[entry["key"]] = "delete"
+    return {key for key, action in last.items() if action == "delete"}
+
+
 def account(log: list[dict[str, Any]], records: dict[str, dict[str, Any] | None],
             streams: dict[str, list[dict[str, Any]]]) -> Accounts:
     """Check every submission of ``log`` against ``records`` (key -> the store's record, None where absent)
     and the finished runs' ``streams`` (key -> events)."""
     accounts = Accounts()
     submitted = {e["key"] for e in log if e.get("action") == "submit" and e.get("key")}
-    deleted = {e["key"] for e in log if e.get("action") == "delete" and e.get("rc") == 0}
+    deleted = last_deleted(log)
     accounts.submitted = len(submitted)
     for key in sorted(submitted):
         record = records.get(key)

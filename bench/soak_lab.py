@@ -147,14 +147,15 @@ class Lab:
                 self.memory.setdefault(pid, []).append((now, mb))
                 self.roles.setdefault(pid, "worker")
 
-    def memory_growth(self, soak_s: float) -> list[tuple[str, int, float, float, float]]:
-        """Per process sampled over at least half the soak: (role, pid, MB at a third of its samples, MB at
-        the end, growth % over its last two thirds)."""
+    def memory_growth(self, soak_s: float) -> list[tuple[str, int, float, float, float, float]]:
+        """Per process sampled for at least a sixth of the soak (kills seldom let one live longer): (role, pid,
+        minutes sampled, MB at a third of its samples, MB at the end, growth % over its last two thirds)."""
         rows = []
         for pid, series in self.memory.items():
-            if len(series) < 6 or series[-1][0] - series[0][0] < soak_s / 2:
+            if len(series) < 6 or series[-1][0] - series[0][0] < soak_s / 6:
                 continue
             third = series[len(series) // 3][1]
             last = series[-1][1]
-            rows.append((self.roles.get(pid, "?"), pid, third, last, 100.0 * (last - third) / third))
+            rows.append((self.roles.get(pid, "?"), pid, (series[-1][0] - series[0][0]) / 60, third, last,
+                         100.0 * (last - third) / third))
         return sorted(rows)
