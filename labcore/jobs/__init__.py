@@ -26,20 +26,14 @@ from labcore.store import NewJob
 
 KINDS: Registry[JobKind] = Registry("job kind")
 MODULES_VARIABLE = "TRANSFERLAB_JOB_MODULES"
-# A kind whose resolution is a type of its own (a run's ResolvedSpec) is found by that type too, so a spec
-# resolved before it is submitted (the page shows it first) is submitted as it is, never resolved again.
-RESOLVED_TYPES: dict[type, str] = {}
 
 
-def job_kind(name: str, spec_type: type, *, resolved_type: type | None = None, **options: Any) -> Callable:
-    """Register ``handler(spec, ctx)`` as the kind ``name`` for specs of ``spec_type`` (a decorator);
-    ``resolved_type``: the type its ``resolve`` returns, where that is not ``spec_type`` (``resolve`` then
-    returns one of them unchanged)."""
+def job_kind(name: str, spec_type: type, **options: Any) -> Callable:
+    """Register ``handler(spec, ctx)`` as the kind ``name`` for specs of ``spec_type`` (a decorator); the
+    options are :class:`JobKind`'s fields."""
 
     def register(handler: Callable) -> Callable:
         KINDS.register(name, JobKind(name=name, spec_type=spec_type, handler=handler, **options))
-        if resolved_type is not None:
-            RESOLVED_TYPES[resolved_type] = name
         return handler
 
     return register
@@ -48,10 +42,8 @@ def job_kind(name: str, spec_type: type, *, resolved_type: type | None = None, *
 def kind_of(spec: Any) -> JobKind:
     """The kind whose spec type (or resolved spec type) ``spec`` is."""
     load_modules()
-    if type(spec) in RESOLVED_TYPES:
-        return KINDS[RESOLVED_TYPES[type(spec)]]
     for _, kind in KINDS.items():
-        if type(spec) is kind.spec_type:
+        if type(spec) in (kind.spec_type, kind.resolved_type):
             return kind
     valid = ", ".join(f"{k.name} ({k.spec_type.__name__})" for _, k in KINDS.items())
     raise LabError(f"{type(spec).__name__} is not the spec of any job kind; kinds: {valid}")
@@ -95,5 +87,5 @@ from labcore.jobs import attention as _attention  # noqa: E402,F401
 from labcore.jobs import pretrain as _pretrain  # noqa: E402,F401
 from labcore.jobs import run as _run  # noqa: E402,F401
 
-__all__ = ["Event", "JobContext", "JobInput", "JobKind", "KINDS", "MODULES_VARIABLE", "RESOLVED_TYPES", "Resources",
+__all__ = ["Event", "JobContext", "JobInput", "JobKind", "KINDS", "MODULES_VARIABLE", "Resources",
            "describe_node", "get_kind", "hash_key", "job_kind", "key_of", "kind_of", "load_modules", "new_job"]

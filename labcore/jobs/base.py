@@ -140,6 +140,9 @@ class JobKind:
     name: str
     spec_type: type
     handler: Callable[[Any, JobContext], Iterator[Event]]
+    # The type ``resolve`` returns where it is not ``spec_type`` (a run's ResolvedSpec): a spec resolved before
+    # it is submitted (the page shows it first) is found by it and submitted as it is, never resolved again.
+    resolved_type: type | None = None
     description: str = ""
     resolve: Callable[[Any], Any] = lambda spec: spec  # fill defaults (torch-free); idempotent
     encode: Callable[[Any], dict[str, Any]] = _default_encode  # spec -> JSON-able dict
