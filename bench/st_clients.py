@@ -26,6 +26,7 @@ import websockets
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
 
+SHARED_CACHE: dict[str, Any] = {}
 RETRY_S = (0.5, 1.0, 2.0, 4.0, 8.0)  # pauses before reconnecting after a dropped connection, then the last again
 
 
@@ -47,15 +48,22 @@ class ClientStats:
 class StudentClient:
     """One browser session's worth of protocol: a page, its fragments' reruns, its widgets."""
 
-    def __init__(self, url: str, page: str = "", query: str = "") -> None:
+    def __init__(self, url: str, page: str = "", query: str = "", follow_query: bool = False) -> None:
         self.stream = url.replace("http://", "ws://").replace("https://", "wss://").rstrip("/") + "/_stcore/stream"
         self.page = page  # the page's url path ("" for the main page), e.g. "runs"
         self.query = query
+        # follow the query string the server sets (st.query_params), as a browser's address bar does: a page
+        # that keeps who a student is in the address needs it on every later rerun
+        self.follow_query = follow_query
         self.stats = ClientStats()
         self.elements: dict[tuple[int, ...], Any] = {}  # delta path -> Element of the last run
         self._pages: dict[str, str] = {}  # url path -> page script hash
         self._fragments: dict[str, float] = {}  # fragment id -> rerun interval (s)
         self._ws: Any = None
+        # hash -> ForwardMsg the server may refer to again; shared by the clients of this process, as the server
+        # may refer one session to a message another session received (a browser's cache is per browser, but
+        # these clients all stand for browsers of one machine)
+        self._cached = SHARED_CACHE
 
     # ------------------------------------------------------------------------------------------ sending
     async def _send(self, msg: BackMsg) -> None:
@@ -85,6 +93,37 @@ class StudentClient:
                 return True
         return False
 
+    async def submit(self, values: dict[str, Any], label: str = "") -> bool:
+        """Set the widgets labelled as ``values``' keys (text inputs, sliders, radios by option) and press the
+        button labelled ``label`` in the same rerun, as a form's submit does ("": only set them). False if a
+        widget or the button is not on the page."""
+        msg = self._rerun()
+        widgets = msg.rerun_script.widget_states.widgets
+        found = set()
+        for element in list(self.elements.values()):
+            kind = element.WhichOneof("type")
+            if kind not in ("text_input", "slider", "radio", "button"):
+                continue
+            proto = getattr(element, kind)
+            if kind == "button" and proto.label == label:
+                widget = widgets.add()
+                widget.id, widget.trigger_value = proto.id, True
+                found.add(label)
+            elif kind != "button" and proto.label in values:
+                widget, value = widgets.add(), values[proto.label]
+                widget.id = proto.id
+                if kind == "text_input":
+                    widget.string_value = str(value)
+                elif kind == "slider":
+                    widget.double_array_value.data.append(float(value))
+                else:
+                    widget.int_value = list(proto.options).index(value)
+                found.add(proto.label)
+        if found != set(values) | ({label} if label else set()):
+            return False
+        await self._send(msg)
+        return True
+
     def texts(self) -> list[str]:
         """The page's markdown, text and heading bodies as drawn by the last run."""
         out = []
@@ -99,6 +138,15 @@ class StudentClient:
         msg = ForwardMsg()
         msg.ParseFromString(raw)
         kind = msg.WhichOneof("type")
+        # The server sends an element it sent this session before as a reference to it (ForwardMsg caching):
+        # keep every cacheable message by its hash and read a reference as the message, at the reference's path.
+        if msg.hash:
+            self._cached[msg.hash] = msg
+        elif kind == "ref_hash" and msg.ref_hash in self._cached:
+            original = ForwardMsg()
+            original.CopyFrom(self._cached[msg.ref_hash])
+            original.metadata.CopyFrom(msg.metadata)
+            msg, kind = original, original.WhichOneof("type")
         if kind == "navigation":
             self._pages = {p.url_pathname: p.page_script_hash for p in msg.navigation.app_pages}
         elif kind == "auto_rerun":
@@ -106,6 +154,8 @@ class StudentClient:
         elif kind == "stop_auto_rerun":
             for fragment in msg.stop_auto_rerun.fragment_ids or list(self._fragments):
                 self._fragments.pop(fragment, None)
+        elif kind == "page_info_changed" and self.follow_query:
+            self.query = msg.page_info_changed.query_string
         elif kind == "delta":
             self.stats.deltas += 1
             if msg.delta.WhichOneof("type") == "new_element":
