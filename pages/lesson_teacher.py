@@ -72,8 +72,7 @@ def running(sitting, lesson, *, solo: bool = False) -> None:
 def _live_predictions(sitting, lesson) -> None:
     @st.fragment(run_every=LIVE_S)
     def live() -> None:
-        guesses = sittings.guesses(_root(), sitting.code)
-        joined = len(sittings.seats(_root(), sitting.code))
+        guesses, joined = sittings.tally(_root(), sitting.code)
         st.metric("Predictions", f"{len(guesses)} of {joined} students")
         st.plotly_chart(prediction_figure(lesson, guesses, title="Predictions so far"), key="lesson.live")
     live()

@@ -242,9 +242,16 @@ def check_guess(lesson: Lesson, guess: Any) -> Any:
 # ------------------------------------------------------------------------------------------ the class's view
 def guesses(root: Path | str, code: str) -> list[Any]:
     """The predictions that count (written before the lock), without names: the histogram's data."""
+    return tally(root, code)[0]
+
+
+def tally(root: Path | str, code: str) -> tuple[list[Any], int]:
+    """(the predictions that count, the students seated), from one reading of the seats: what the teacher's
+    live view redraws every second."""
     sitting = get(root, code)
     cut = sitting.locked_at or float("inf")
-    return [s.guess for s in seats(root, code) if s.guess is not None and s.guessed_at <= cut]
+    every = seats(root, code)
+    return [s.guess for s in every if s.guess is not None and s.guessed_at <= cut], len(every)
 
 
 def votes(root: Path | str, code: str) -> dict[str, int]:
