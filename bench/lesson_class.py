@@ -99,8 +99,8 @@ async def teacher(url: str, code: str, end: float, students: int, state: dict, l
     async def act(c: StudentClient) -> None:
         async def steps() -> None:
             for _ in range(5):  # a busy server may answer late: sign in again until the sitting is offered
-                await until(lambda: any(e.WhichOneof("type") == "text_input" and e.text_input.label == "Teacher passcode"
-                                        for e in c.elements.values()), 60)
+                await until(lambda: any(e.WhichOneof("type") == "text_input"
+                                        and e.text_input.label == "Teacher passcode" for e in c.elements.values()), 60)
                 state["signed_in_sent"] = await c.submit({"Teacher passcode": PASSCODE})
                 if await until(lambda: any(e.WhichOneof("type") == "button" and e.button.label == "Open"
                                            for e in c.elements.values()), 20) is not None:

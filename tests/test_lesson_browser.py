@@ -98,7 +98,8 @@ def test_a_teacher_and_three_students_through_one_lesson(served):
             for name, page in students.items():
                 expect(page.get_by_text("Measured answer:")).to_be_visible()
                 verdict = "not right" if name == "Bob" else "right"
-                expect(page.get_by_text(f"Your prediction: {0.5 + GUESSES[name] / 100:.2f} — {verdict}.")).to_be_visible()
+                mine = f"{0.5 + GUESSES[name] / 100:.2f}"
+                expect(page.get_by_text(f"Your prediction: {mine} — {verdict}.")).to_be_visible()
             teacher.wait_for_timeout(1500)
             teacher.screenshot(path=str(IMAGES / "lesson-teacher-reveal.png"), full_page=True)
             students["Ada"].screenshot(path=str(IMAGES / "lesson-student-reveal.png"), full_page=True)
@@ -110,7 +111,8 @@ def test_a_teacher_and_three_students_through_one_lesson(served):
                 teacher.get_by_role("button", name="Handout (PDF)").click()
             pdf = Path(pdf_download.value.path()).read_bytes()
             text = " ".join(page.extract_text() for page in pypdf.PdfReader(io.BytesIO(pdf)).pages)
-            for part in ("Does a text model help on DNA?", "0.913", "2 right (67%)", "python -m labcore.lessons run dna"):
+            for part in ("Does a text model help on DNA?", "0.913", "2 right (67%)",
+                         "python -m labcore.lessons run dna"):
                 assert part in text, part
             assert not any(name in text for name in GUESSES)  # no names unless the teacher asks
             handout = browser.new_page(viewport={"width": 900, "height": 1270})

@@ -142,3 +142,13 @@ def test_no_answer_until_every_condition_has_finished(store):
     lesson = catalogue.get("kao")
     keys = finished(store, lesson, {"pretrained": 0.93})
     assert measure(lesson, runs.results(store, keys), keys) is None
+
+
+def test_the_command_line_lists_the_lessons():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "labcore.lessons", "list"], check=True, capture_output=True,
+                         text=True).stdout
+    assert [line.split()[0] for line in out.splitlines()] == catalogue.names()
+    assert runs.command("dna") == "python -m labcore.lessons run dna"

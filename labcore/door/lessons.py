@@ -14,15 +14,16 @@ from typing import Any, Sequence
 from labcore.figures import lessons as lesson_figures
 from labcore.jobs import key_of
 from labcore.lessons import catalogue, runs, sittings
-from labcore.lessons.__main__ import command
 from labcore.lessons.explain import explain
+from labcore.lessons.runs import command
 from labcore.lessons.handout import handout_html, handout_pdf
 from labcore.lessons.measure import Measured, is_right, measure
 from labcore.lessons.model import Figure, Lesson, LessonError
 from labcore.store import Store
 
-__all__ = ["Lesson", "LessonError", "LessonView", "Measured", "catalogue", "command", "handout_html", "handout_pdf", "hidden_keys", "is_right",
-           "prediction_figure", "result_figure", "runs", "share_right", "sittings", "view", "whatif_view"]
+__all__ = ["Lesson", "LessonError", "LessonView", "Measured", "catalogue", "command", "handout_html", "handout_pdf",
+           "hidden_keys", "is_right", "prediction_figure", "result_figure", "runs", "share_right", "sittings",
+           "view", "whatif_view"]
 
 UNREVEALED = ("predict", "running")  # phases whose lesson runs students may not see
 UNREVEALED_WHATIF = ("vote", "whatif")

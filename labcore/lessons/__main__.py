@@ -16,11 +16,6 @@ from labcore.lessons.explain import explain
 from labcore.lessons.measure import measure
 
 
-def command(lesson_name: str) -> str:
-    """The line a handout prints: it reruns the lesson (finished runs are read from the store)."""
-    return f"python -m labcore.lessons run {lesson_name}"
-
-
 def _run(name: str, store_root: str | None, poll_s: float) -> int:
     from labcore.execution.executor import LocalExecutor
     from labcore.store import open_store

@@ -20,8 +20,8 @@ from typing import Any, Sequence
 from labcore.errors import LabError
 from labcore.figures import lessons as lesson_figures
 from labcore.figures.style import figure_html
-from labcore.lessons.__main__ import command
 from labcore.lessons.explain import explain
+from labcore.lessons.runs import command
 from labcore.lessons.measure import Measured, is_right
 from labcore.lessons.model import Lesson
 from labcore.recipes.demos import PAPERS
@@ -42,7 +42,8 @@ def _predictions(lesson: Lesson, measured: Measured, guesses: Sequence[Any], nam
     head = f"<p>{len(guesses)} predictions; {right} right ({right / max(1, len(guesses)):.0%}).</p>"
     if names is not None:
         rows = "".join(f"<tr><td>{html.escape(n)}</td><td>{html.escape(_text(g))}</td>"
-                       f"<td>{'right' if is_right(lesson, measured, g) else ''}</td></tr>" for n, g in zip(names, guesses))
+                       f"<td>{'right' if is_right(lesson, measured, g) else ''}</td></tr>"
+                       for n, g in zip(names, guesses))
         return head + f"<table><tr><th>student</th><th>prediction</th><th></th></tr>{rows}</table>"
     counts = Counter(_text(g) for g in guesses)
     rows = "".join(f"<tr><td>{html.escape(k)}</td><td>{v}</td></tr>" for k, v in sorted(counts.items()))

@@ -21,6 +21,12 @@ TERMINAL = ("done", "failed", "diverged", "cancelled", "interrupted", "dead")
 _KEYS: dict[str, tuple[str, ...]] = {}
 
 
+def command(lesson_name: str) -> str:
+    """The command line that reruns a lesson (``labcore/lessons/__main__.py``; finished runs are read from the
+    store): what a handout prints."""
+    return f"python -m labcore.lessons run {lesson_name}"
+
+
 def lesson_keys(lesson: Lesson) -> tuple[str, ...]:
     """The keys of ``lesson``'s runs, in :attr:`Lesson.runs`' order (resolving reads registries only: no torch)."""
     if lesson.group not in _KEYS:
