@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.data import assets
 from labcore.door.recipes import RECIPES, demos
 from labcore.door.runs import resolve_spec, result_of
@@ -72,8 +73,8 @@ def _asset_status() -> None:
 
 @st.fragment(run_every=common.REFRESH.worker_status_s)
 def _worker_status() -> None:
-    store = state.get_store()
-    summary = state.worker_summary(store)
+    lab = state.get_lab()
+    summary = state.worker_summary(lab)
     workers = summary["workers"]
     if workers:
         st.caption(f":material/settings: worker ready ({len(workers)}): {summary['running']} training, "
@@ -116,13 +117,13 @@ def _recipe_link(demo: demos.Demo) -> None:
 
 
 def _demo_view(demo: demos.Demo) -> None:
-    store = state.get_store()
+    lab = state.get_lab()
     keys = _demo_keys(demo)
-    records = [store.get(k) for k in keys]
+    records = [lab_runs.record(lab, k) for k in keys]
     if any(r is None for r in records):  # opened from a link before anyone ran it here
         st.info(f"**{demo.title}** has not run in this store yet: press its button above.")
         return
-    if common.hidden_runs(store) & set(keys):
+    if common.hidden_runs(lab) & set(keys):
         st.info(f"**{demo.title}** is part of a lesson your class has not seen revealed yet: its runs appear here "
                 f"after the teacher's reveal, on **Lessons**.")
         return
@@ -130,14 +131,14 @@ def _demo_view(demo: demos.Demo) -> None:
     active = any(r.active for r in records)
     st.markdown(f"**What to watch:** {demo.watch}  \n**The paper's claim:** {demo.claim}")
     st.session_state.setdefault("keep.home.smoothing", 0.6)
-    live = common.live_runs(store, keys, demo.roles, fragment_key=f"demo-{demo.name}",
+    live = common.live_runs(lab, keys, demo.roles, fragment_key=f"demo-{demo.name}",
                             smoothing_key="keep.home.smoothing",
                             title=f"{demo.title} — train loss (solid) and validation metric (dashed)")
     if active or live:
         st.caption("The worker trains in the background: leave, reload or open a second tab; this view follows "
                    "the runs named in the address bar.")
         return
-    results = {k: result_of(store, k) for k in keys}
+    results = {k: result_of(lab, k) for k in keys}
     pairs = demos.demo_records(demo, results, keys)
     if pairs:
         st.success("**What happened:** " + demos.summarize_demo([r for _, r in pairs], [role for role, _ in pairs]))

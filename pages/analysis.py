@@ -9,6 +9,7 @@ import json
 
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.catalogue import backbones, known_layers
 from labcore.door.data import disciplines
 from labcore.door.jobs import ANALYSES, CURVES, SPEC_TYPES, ModelRef, curve_figure, curve_specs, curve_table
@@ -31,24 +32,24 @@ DESCRIPTIONS = {
 PAIRS = ("similarity", "heads")  # analyses of exactly two models
 
 
-def model_options(store) -> dict[str, ModelRef]:
+def model_options(lab) -> dict[str, ModelRef]:
     """Every model the page offers: each backbone pretrained and at three random seeds, and finished runs."""
     options: dict[str, ModelRef] = {}
     for name in backbones():
         options[f"{name} · pretrained"] = ModelRef(model=name)
         for seed in range(3):
             options[f"{name} · random init, seed {seed}"] = ModelRef(model=name, init="random", seed=seed)
-    for record in store.runs(status="done")[::-1][:50]:
+    for record in lab_runs.runs(lab, status="done")[::-1][:50]:
         options[f"run {record.key[:8]} · fine-tuned · {record.label}"] = ModelRef(run=record.key)
     return options
 
 
 # ----------------------------------------------------------------------------------------------------- form
-def analysis_form(store, executor) -> None:
+def analysis_form(lab, executor) -> None:
     """The form that asks for an analysis; a submitted one becomes the one shown (``?job=KEY``)."""
     with st.form("analysis"):
         kind = st.selectbox("Analysis", ANALYSES, format_func=lambda k: f"{k}: {DESCRIPTIONS[k]}", key="an.kind")
-        options = model_options(store)
+        options = model_options(lab)
         labels = list(options)
         defaults = [labels[0], labels[1]] if len(labels) > 1 else labels
         chosen = st.multiselect("Models (two for similarity and heads)", labels, default=defaults, key="an.models")
@@ -76,9 +77,9 @@ def analysis_form(store, executor) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- result
-def results_section(store) -> None:
+def results_section(lab) -> None:
     """The analysis named in the address (else the newest) and the list of earlier ones."""
-    analysis_keys = [r.key for r in store.jobs() if r.kind in ANALYSES][::-1]
+    analysis_keys = [r.key for r in lab_runs.jobs(lab) if r.kind in ANALYSES][::-1]
     shown = state.qp("job") or (analysis_keys[0] if analysis_keys else None)
     if shown is None:
         st.info("No analysis yet: pick one above and press **Run analysis**. With the tiny defaults each takes "
@@ -86,22 +87,22 @@ def results_section(store) -> None:
         st.stop()
     with st.expander(f"Earlier analyses ({len(analysis_keys)})"):
         for key in analysis_keys[:30]:
-            record = store.get(key)
+            record = lab_runs.record(lab, key)
             if record is not None:  # deleted since the list was read
                 st.markdown(f"[{record.label_or(key)}](?job={key}) · {common.status_label(record)}")
 
-    result_view(store, shown)
+    result_view(lab, shown)
 
 
 @st.fragment(run_every=common.REFRESH.live_runs_s)
-def result_view(store, shown: str) -> None:
-    record = store.get(shown)
+def result_view(lab, shown: str) -> None:
+    record = lab_runs.record(lab, shown)
     if record is None:
         st.error(f"There is no analysis {shown!r} in the store; pick one from the list above.")
         return
     st.subheader(record.label_or(shown))
     if record.active:
-        lines = [e.get("message", "") for e in store.events(shown) if e.get("type") == "log"]
+        lines = [e.get("message", "") for e in lab_runs.events(lab, shown) if e.get("type") == "log"]
         st.info(f":material/hourglass_top: {record.status} · " + (lines[-1] if lines else "waiting for a worker"))
         return
     if record.stopped:
@@ -123,7 +124,7 @@ def result_view(store, shown: str) -> None:
 
 
 # ------------------------------------------------------------------------------------------ layer curves
-def layer_curves(store, executor) -> None:
+def layer_curves(lab, executor) -> None:
     st.divider()
     st.subheader("Layer curves")
     st.caption("What each layer contributes, measured by training: probing every layer, re-initialising the "
@@ -150,12 +151,12 @@ def layer_curves(store, executor) -> None:
                 st.success(f"{len(specs)} runs queued as the group {group!r} (finished ones come from the store).")
             except LabError as exc:
                 st.error(str(exc))
-    if group in store.groups():
-        records = results(store, store.group(group)["keys"])
+    if group in lab_runs.groups(lab):
+        records = results(lab, lab_runs.group_keys(lab, group))
         if records:
             st.plotly_chart(curve_figure(curve, records), key=f"curve-{group}")
             st.dataframe(curve_table(curve, records))
-        st.caption(f"{len(records)} of {len(store.group(group)['keys'])} runs of {group!r} have a result; the "
+        st.caption(f"{len(records)} of {len(lab_runs.group_keys(lab, group))} runs of {group!r} have a result; the "
                    f"Runs page follows them live.")
 
 
@@ -163,11 +164,11 @@ def main() -> None:
     st.title(":material/insights: Analysis")
     st.caption("Why does a text-pretrained body help on DNA? Representation similarity, attention heads, Jacobians, "
                "gradients, noise and parameter statistics, for pretrained, random and fine-tuned weights side by side.")
-    store = state.get_store()
+    lab = state.get_lab()
     executor = state.get_executor()
-    analysis_form(store, executor)
-    results_section(store)
-    layer_curves(store, executor)
+    analysis_form(lab, executor)
+    results_section(lab)
+    layer_curves(lab, executor)
 
 
 main()

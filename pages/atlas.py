@@ -9,7 +9,8 @@ import streamlit as st
 
 from labcore.door import catalogue
 from labcore.door.data import disciplines
-from labcore.door.jobs import atlas
+from labcore.door import runs as lab_runs
+from labcore.door.jobs import atlas, finished_runs
 from labcore.door.runs import ACTIVE
 from labcore.errors import LabError
 from pages import common, state
@@ -82,10 +83,10 @@ def grid_view(grid, protocol, budget) -> None:
                f"interval; click a cell to compare its runs.")
 
 
-def estimates(store, executor, grid) -> None:
+def estimates(lab, executor, grid) -> None:
     """The button that queues LogME for every cell not estimated yet, and the grid as a table."""
     estimated = sum(c.logme is not None for c in grid.cells.values())
-    logme_status = {spec: r.status if (r := store.get(atlas.logme_key(spec))) is not None else None
+    logme_status = {spec: r.status if (r := lab_runs.record(lab, atlas.logme_key(spec))) is not None else None
                     for spec in grid.logme_specs()}
     waiting = [spec for spec, status in logme_status.items() if status in ACTIVE]
     to_go = [spec for spec, status in logme_status.items() if status != "done" and status not in ACTIVE]
@@ -142,13 +143,13 @@ def one_cell(executor, grid, protocol, budget) -> None:
 
 
 # ------------------------------------------------------------------------------------- while jobs are running
-def watch(store) -> None:
+def watch(lab) -> None:
     """While atlas jobs are queued or running, redraw the page as each ends."""
     def _atlas_keys() -> list[str]:
-        return [k for g in store.groups() if g.startswith("atlas:") for k in store.group(g)["keys"]]
+        return [k for g in lab_runs.groups(lab) if g.startswith("atlas:") for k in lab_runs.group_keys(lab, g)]
 
     def _active() -> int:
-        return sum((r := store.get(k)) is not None and r.active for k in _atlas_keys())
+        return sum((r := lab_runs.record(lab, k)) is not None and r.active for k in _atlas_keys())
 
     running = _active()
 
@@ -167,9 +168,9 @@ def main() -> None:
     st.caption("Each cell: the test metric of a pretrained model minus that of the same architecture trained from "
                "a random init, every other setting equal, from the runs in the store; beside it the LogME estimate of "
                "the same gain from frozen features, which takes seconds instead of minutes.")
-    store = state.get_store()
+    lab = state.get_lab()
     executor = state.get_executor()
-    records = atlas.finished_runs(store)
+    records = finished_runs(lab)
     found_models, found_protocols = atlas.present(records)
     budget, protocol, models, columns = axes(found_models, found_protocols)
     if not models or not columns:
@@ -177,12 +178,12 @@ def main() -> None:
         st.stop()
 
     grid = atlas.build_atlas(records, models=models, disciplines=columns, protocol=protocol, budget=budget)
-    grid = grid.with_estimates(atlas.estimates_from_store(store, grid.logme_specs()))
+    grid = grid.with_estimates(atlas.estimates_from_store(lab, grid.logme_specs()))
     follow_click(grid)
     grid_view(grid, protocol, budget)
-    estimates(store, executor, grid)
+    estimates(lab, executor, grid)
     one_cell(executor, grid, protocol, budget)
-    watch(store)
+    watch(lab)
 
 
 main()

@@ -12,6 +12,7 @@ import json
 import pandas as pd
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.data import disciplines, patches_image, render_example, spec_info
 from labcore.door.jobs import RESULT_FILE, AttentionSpec, attn
 from labcore.door.runs import FINISHED, key_of
@@ -63,22 +64,22 @@ def example(spec, info) -> tuple[str, int]:
 
 
 # ------------------------------------------------------------------------------------------ the maps
-def maps_path(store, key: str, split: str, index: int):
+def maps_path(lab, key: str, split: str, index: int):
     """Where this example's maps are stored; while they are not, asks the worker for them, waits and stops."""
     # An `attention` job of the executor computes them; its key is known before it is submitted, so a page
     # visit finds maps computed earlier (by anyone) without asking again.
     job_spec = AttentionSpec(run=key, split=split, index=index)
     job_key = key_of(job_spec)
-    job = store.get(job_key)
+    job = lab_runs.record(lab, job_key)
     path = None
     failure = ""
-    if job is not None and job.finished and (store.workdir(job_key) / RESULT_FILE).is_file():
-        path = store.workdir(job_key) / RESULT_FILE
+    if job is not None and job.finished and (lab_runs.workdir(lab, job_key) / RESULT_FILE).is_file():
+        path = lab_runs.workdir(lab, job_key) / RESULT_FILE
     elif job is not None and job.stopped:
         failure = job.error or "the job stopped without a message; the worker's log may say why"
     # Maps computed before attention maps became a job kind were written into the run's own folder.
-    if path is None and attn.attention_path(store.workdir(key), split, index).is_file():
-        path = attn.attention_path(store.workdir(key), split, index)
+    if path is None and attn.attention_path(lab_runs.workdir(lab, key), split, index).is_file():
+        path = attn.attention_path(lab_runs.workdir(lab, key), split, index)
 
     if path is None:
         asked = st.session_state.setdefault("_att_asked", set())
@@ -97,7 +98,7 @@ def maps_path(store, key: str, split: str, index: int):
 
         @st.fragment(run_every=common.REFRESH.attention_job_s)
         def waiting() -> None:
-            current = store.get(job_key)
+            current = lab_runs.record(lab, job_key)
             if current is None or not current.active:
                 st.rerun()  # done, or failed: the full page shows the maps, or why and a button to try again
             st.info(":material/hourglass_top: The worker computes this example's maps under the pretrained, random "
@@ -183,9 +184,9 @@ def main() -> None:
     st.caption("What does each head look at? The same example through the pretrained weights before training, a "
                "random initialisation, and the run's fine-tuned weights (FPT §3.5 draws such maps for bit tasks; "
                "Kao & Lee §4.4.1 compare heads by matching them).")
-    store = state.get_store()
+    lab = state.get_lab()
     record = common.pick_run_or_stop(
-        store, "No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come back "
+        lab, "No finished run yet. Attention maps need a run that has ended: run a demo on **Home** and come back "
         "when it is done.", key="att.run", label="Finished run", statuses=FINISHED)
     key = record.key
     spec = record.spec
@@ -195,7 +196,7 @@ def main() -> None:
         st.error(f"{exc}. This run's discipline is not available here, so its examples cannot be shown.")
         st.stop()
     split, index = example(spec, info)
-    path = maps_path(store, key, split, index)
+    path = maps_path(lab, key, split, index)
     maps = _load(str(path), path.stat().st_mtime)
     maps_view(maps, info)
     head_distances(maps)

@@ -18,6 +18,7 @@ from typing import Any, Sequence
 
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.runs import ACTIVE, STOPPED, JobRecord
 from labcore.door.views import figures, metrics, varying
 from labcore.errors import LabError
@@ -104,8 +105,8 @@ def sidebar_status() -> None:
     """Worker and queue status in the sidebar, refreshed every few seconds."""
     @st.fragment(run_every=REFRESH.worker_status_s)
     def status() -> None:
-        store = state.get_store()
-        summary = state.worker_summary(store)
+        lab = state.get_lab()
+        summary = state.worker_summary(lab)
         ensure_worker_if_needed(summary)
         workers = summary["workers"]
         if workers:
@@ -165,14 +166,14 @@ def _try_passcode() -> None:
                                            f"(the teacher's passcode_attempts and passcode_pause_s).")
 
 
-def hidden_runs(store) -> set[str]:
+def hidden_runs(lab) -> set[str]:
     """Runs of a class lesson whose answer is not revealed yet: hidden from students on every page (the
     teacher, and a lab with no class, sees everything)."""
     if state.teacher_passcode() is None or state.is_teacher():
         return set()
     from labcore.door.lessons import hidden_keys  # the lessons' catalogue loads on first use only
 
-    return hidden_keys(store)
+    return hidden_keys(lab)
 
 
 def status_label(record: JobRecord) -> str:
@@ -186,7 +187,7 @@ def run_option_label(record: JobRecord) -> str:
 CURRENT_RUN = "run.current"  # the run last picked on any page: where a page opened from the menu starts
 
 
-def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
+def pick_run(lab, *, key: str, label: str = "Run", statuses: Sequence[str] | None = None,
              where=None, arrive_at: str = "current", runs: Sequence[JobRecord] | None = None
              ) -> JobRecord | None:
     """A select box of runs (newest first), synchronised with the ``run`` query parameter.
@@ -197,7 +198,7 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     ``runs``: the runs to offer, in submission order, where the page has read them already (the Runs page
     reads only the newest: 10,000 records take over half a second); a run named in the address is offered
     too."""
-    records = [r for r in (store.runs() if runs is None else runs) if statuses is None or r.status in statuses]
+    records = [r for r in (lab_runs.runs(lab) if runs is None else runs) if statuses is None or r.status in statuses]
     if where is not None:
         records = [r for r in records if where(r)]
     records = records[::-1]
@@ -208,10 +209,10 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     wanted = state.qp_external("run")
     if wanted and wanted not in by_key:
         try:
-            wanted = store.resolve_key(wanted)
+            wanted = lab_runs.resolve_key(lab, wanted)
         except LabError:
             wanted = None
-        found = store.get(wanted) if wanted and wanted not in by_key and runs is not None else None
+        found = lab_runs.record(lab, wanted) if wanted and wanted not in by_key and runs is not None else None
         if found and found.kind == "run" and (statuses is None or found.status in statuses) and (
                 where is None or where(found)):  # older than the newest ``runs`` the page read: offered too
             keys.append(wanted)
@@ -231,19 +232,19 @@ def pick_run(store, *, key: str, label: str = "Run", statuses: Sequence[str] | N
     return by_key[chosen]
 
 
-def pick_run_or_stop(store, empty: str, **options: Any) -> JobRecord:
+def pick_run_or_stop(lab, empty: str, **options: Any) -> JobRecord:
     """:func:`pick_run`; where there is no run to pick, the page says ``empty`` and stops."""
-    record = pick_run(store, **options)
+    record = pick_run(lab, **options)
     if record is None:
         st.info(empty)
         st.stop()
     return record
 
 
-def short_labels(store, keys: Sequence[str]) -> list[str]:
+def short_labels(lab, keys: Sequence[str]) -> list[str]:
     """Legend names for runs shown together: the spec fields that differ between them (``random · seed=1``);
     a run shown alone keeps its full label."""
-    records = [store.get(k) or JobRecord.from_dict({"spec": {}, "key": k}) for k in keys]
+    records = [lab_runs.record(lab, k) or JobRecord.from_dict({"spec": {}, "key": k}) for k in keys]
     if len(records) < 2:
         return [r.label_or(r.key[:8]) for r in records]
     fields = varying([r.spec for r in records], ignore=("discipline_params",))
@@ -283,23 +284,23 @@ def _freeze(fig) -> None:
 FIGURES = FigureCache()
 
 
-def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, smoothing: float = 0.0,
+def curves_figure(lab, keys: Sequence[str], roles: Sequence[str] | None = None, *, smoothing: float = 0.0,
                   title: str = ""):
     """The overlay figure of several runs (train loss solid, validation metric dashed on the right axis),
     from the shared caches: rebuilt only when a run's cursor or status moved."""
     cache = state.stream_cache()
-    records = [(k, store.get(k)) for k in keys]
+    records = [(k, lab_runs.record(lab, k)) for k in keys]
     records = [(k, r) for k, r in records if r is not None]
     shown = [k for k, _ in records]
-    names = list(roles) if roles is not None else short_labels(store, shown)
-    signature = (str(store.root), tuple((k, cache.cursor(store, k), r.status) for k, r in records),
+    names = list(roles) if roles is not None else short_labels(lab, shown)
+    signature = (str(lab.root), tuple((k, cache.cursor(lab, k), r.status) for k, r in records),
                  tuple(names), tuple(roles or ()), round(float(smoothing), 3), title)
 
     def build():
         runs = []
         metric = ""
         for i, (key, record) in enumerate(records):
-            train, validation, name = state.run_curves(store, key, cache)
+            train, validation, name = state.run_curves(lab, key, cache)
             metric = metric or name
             role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record.spec)
             label = names[i] if i < len(names) else record.label_or(key[:8])
@@ -311,23 +312,23 @@ def curves_figure(store, keys: Sequence[str], roles: Sequence[str] | None = None
     return FIGURES.get(signature, build)
 
 
-def progress_rows(store, keys: Sequence[str], roles: Sequence[str] | None = None) -> None:
+def progress_rows(lab, keys: Sequence[str], roles: Sequence[str] | None = None) -> None:
     """One progress bar per run, with its ETA while it trains."""
     cache = state.stream_cache()
-    names = list(roles) if roles is not None else short_labels(store, keys)
+    names = list(roles) if roles is not None else short_labels(lab, keys)
     for i, key in enumerate(keys):
         try:
-            status = store.status(key)
+            status = lab_runs.status(lab, key)
         except LabError:
             continue
-        prog = state.progress(status.status, status.step, status.total_steps, cache.pace(store, key))
+        prog = state.progress(status.status, status.step, status.total_steps, cache.pace(lab, key))
         name = names[i] if i < len(names) else status.label
         st.progress(prog.fraction, text=f"{STATUS_ICONS.get(status.status, '')} **{name}**: {prog.text}")
         if status.error and status.status in STOPPED:
             st.caption(f"↳ {status.error}")
 
 
-def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *, fragment_key: str,
+def live_runs(lab, keys: Sequence[str], roles: Sequence[str] | None = None, *, fragment_key: str,
               smoothing_key: str | None = None, title: str = "") -> bool:
     """Progress and overlaid curves of ``keys``, refreshed every few seconds (:attr:`Refresh.live_runs_s`) while
     any is queued or running.
@@ -335,14 +336,14 @@ def live_runs(store, keys: Sequence[str], roles: Sequence[str] | None = None, *,
     Returns whether any run is still active (at the time of the full page run).
     """
     keys = list(keys)
-    statuses = {k: r.status if (r := store.get(k)) is not None else None for k in keys}
+    statuses = {k: r.status if (r := lab_runs.record(lab, k)) is not None else None for k in keys}
     active = any(s in ACTIVE for s in statuses.values())
 
     def body() -> None:
-        now_active = any((r := store.get(k)) is not None and r.active for k in keys)
+        now_active = any((r := lab_runs.record(lab, k)) is not None and r.active for k in keys)
         smoothing = float(st.session_state.get(smoothing_key, 0.0)) if smoothing_key else 0.0
-        fig, runs = curves_figure(store, keys, roles, smoothing=smoothing, title=title)
-        progress_rows(store, keys, roles)
+        fig, runs = curves_figure(lab, keys, roles, smoothing=smoothing, title=title)
+        progress_rows(lab, keys, roles)
         points = sum(len(r.train_loss) for r in runs)
         st.plotly_chart(fig, key=f"{fragment_key}-chart", config={"displaylogo": False})
         refreshing = f" · refreshing every {REFRESH.live_runs_s:g} s" if now_active else ""

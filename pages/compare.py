@@ -12,6 +12,7 @@ import math
 import pandas as pd
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.runs import JobRecord, results
 from labcore.door.views import alignment_table, figures
 from labcore.errors import LabError
@@ -22,11 +23,11 @@ common.through_router()
 PICK_LIMIT = 1000  # newest runs offered one by one (a chosen or linked older one is offered too)
 
 
-def _run_keys(store, by_key: dict[str, JobRecord], prefixes: list[str]) -> list[str]:
+def _run_keys(lab, by_key: dict[str, JobRecord], prefixes: list[str]) -> list[str]:
     out = []
     for prefix in prefixes:
         try:
-            key = store.resolve_key(prefix)
+            key = lab_runs.resolve_key(lab, prefix)
         except LabError:
             continue
         if key in by_key and key not in out:
@@ -34,15 +35,15 @@ def _run_keys(store, by_key: dict[str, JobRecord], prefixes: list[str]) -> list[
     return out
 
 
-def selection(store, by_key: dict[str, JobRecord]) -> tuple[list[str], list[str]]:
+def selection(lab, by_key: dict[str, JobRecord]) -> tuple[list[str], list[str]]:
     """The groups and single runs compared, synchronised with the address (``?groups=...&runs=...``)."""
-    groups = store.groups()
+    groups = lab_runs.groups(lab)
     # The address decides when it was set from outside (a link, a reload); otherwise the widgets do.
     external_groups = state.qp_external("groups")
     external_runs = state.qp_external("runs")
     if "w:cmp.groups" not in st.session_state or external_groups is not None or external_runs is not None:
         from_groups = [g for g in (external_groups or "").split(",") if g in groups]
-        from_runs = _run_keys(store, by_key, [k for k in (external_runs or "").split(",") if k])
+        from_runs = _run_keys(lab, by_key, [k for k in (external_runs or "").split(",") if k])
         if not from_groups and not from_runs:  # first visit without a link: the last choice, else the newest group
             from_groups = [g for g in state.remembered("cmp.groups", []) if g in groups]
             from_runs = [k for k in state.remembered("cmp.runs", []) if k in by_key]
@@ -173,25 +174,25 @@ def downloads(records, summary, steps, named_by) -> None:
 
 def main() -> None:
     st.title(":material/bar_chart: Compare")
-    store = state.get_store()
-    hidden = common.hidden_runs(store)  # a class lesson's runs before its reveal
+    lab = state.get_lab()
+    hidden = common.hidden_runs(lab)  # a class lesson's runs before its reveal
     # read once: the selection and the results below use it
-    every_run = {r.key: r for r in store.runs() if r.key not in hidden}
+    every_run = {r.key: r for r in lab_runs.runs(lab) if r.key not in hidden}
     with_result = [r for r in every_run.values() if r.result]
     if not with_result:
         st.info("Nothing to compare yet: runs appear here once they have a result. Run a demo on **Home**, or a "
                 "pretrained-vs-random pair with several seeds on **New experiment**.")
         st.stop()
     by_key = {r.key: r for r in with_result}
-    chosen_groups, chosen_runs = selection(store, by_key)
+    chosen_groups, chosen_runs = selection(lab, by_key)
 
     # Sets, not list scans: a group of 10,000 runs made each of these lines quadratic.
-    keys = list(dict.fromkeys([k for group in chosen_groups for k in store.group(group)["keys"]] + chosen_runs))
+    keys = list(dict.fromkeys([k for group in chosen_groups for k in lab_runs.group_keys(lab, group)] + chosen_runs))
     if hidden & set(keys):
         st.caption(":material/lock: Some of these runs belong to a lesson your class has not seen revealed yet: "
                    "they appear here after the teacher's reveal.")
         keys = [k for k in keys if k not in hidden]
-    records = results(store, keys, every_run)  # the runs read above: none is read twice
+    records = results(lab, keys, every_run)  # the runs read above: none is read twice
     with_results = {r.key for r in records}
     waiting = [k for k in keys if k not in with_results]
     if waiting:

@@ -15,6 +15,7 @@ import re
 import pandas as pd
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.data import mapping_lib, run_mapping, spec_info
 from labcore.door.runs import RunSpec, make_spec, result_of
 from labcore.door.views import figures
@@ -178,10 +179,10 @@ def rerun_button(record, info, vocab, is_text: bool, mspec, problems: list[str],
 
 
 # -------------------------------------------------------------------------------------- side by side
-def side_by_side(store, key: str, kind: str) -> None:
+def side_by_side(lab, key: str, kind: str) -> None:
     rerun = state.qp("rerun")
     if rerun:
-        other = store.get(rerun)
+        other = lab_runs.record(lab, rerun)
         if other is None:
             st.warning(f"The rerun {rerun[:8]} is not in this store; pick a mapping and rerun again.")
             st.stop()
@@ -190,12 +191,12 @@ def side_by_side(store, key: str, kind: str) -> None:
             st.success("Same spec as a run that already finished: the result came from the store, nothing retrained.")
         st.subheader("Before and after")
         roles = [f"{kind} mapping (original)", f"{other.spec['mapping']} mapping (rerun)"]
-        common.live_runs(store, [key, rerun], roles, fragment_key="map-live",
+        common.live_runs(lab, [key, rerun], roles, fragment_key="map-live",
                          title="Train loss (solid) and validation metric (dashed)")
         rows = []
         for role, k in zip(roles, [key, rerun]):
-            result = result_of(store, k)
-            stored = store.get(k)
+            result = result_of(lab, k)
+            stored = lab_runs.record(lab, k)
             rows.append({"run": role, "status": stored.status if stored else None,
                          "mapping": stored.label if stored else "",
                          f"test {result.metric if result else ''}": result.test_value if result else None,
@@ -209,9 +210,9 @@ def side_by_side(store, key: str, kind: str) -> None:
 
 def main() -> None:
     st.title(":material/swap_horiz: Token mapping")
-    store = state.get_store()
+    lab = state.get_lab()
     record = common.pick_run_or_stop(
-        store, "No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
+        lab, "No run with a token mapping yet. Runs on symbols (DNA, proteins, music, ListOps) or text feed their "
         "tokens through the model's vocabulary; bit and image runs feed vectors through a linear layer and have no "
         "mapping.", key="map.run", where=lambda r: r.spec.get("input_adapter") == "vocab")
     spec = record.spec
@@ -219,7 +220,7 @@ def main() -> None:
     try:
         info = spec_info(spec)
         vocab = mapping_lib.model_vocab(spec["model"])
-        current = run_mapping(store, record)
+        current = run_mapping(lab, record)
     except LabError as exc:
         st.error(str(exc))
         st.stop()
@@ -227,7 +228,7 @@ def main() -> None:
     current_table, text_filter = current_view(record, info, vocab, current, is_text)
     mspec, problems = new_mapping(record, info, vocab, current, is_text)
     rerun_button(record, info, vocab, is_text, mspec, problems, current_table, text_filter)
-    side_by_side(store, key, spec["mapping"])
+    side_by_side(lab, key, spec["mapping"])
 
 
 main()

@@ -13,6 +13,7 @@ from typing import Any
 
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door import catalogue
 from labcore.door.catalogue import budget_device, defaults_family, known_positions, spec_lib, speed
 from labcore.door.data import discipline_info, disciplines, uploads
@@ -297,10 +298,10 @@ def small_test_note(name: str, folds: int) -> None:
 
 def measured_speed(resolved: ResolvedSpec, mean_tokens: float) -> speed.Speed | None:
     """The training speed finished runs of this model and protocol measured here (see labcore.engine.speed)."""
-    store = state.get_store()
+    lab = state.get_lab()
     wanted = (resolved.model, resolved.protocol)
-    keys = [r.key for r in store.runs(status="done") if (r.spec.get("model"), r.spec.get("protocol")) == wanted]
-    return speed.measured_speed(results(store, keys), resolved.model, resolved.protocol, resolved.discipline,
+    keys = [r.key for r in lab_runs.runs(lab, status="done") if (r.spec.get("model"), r.spec.get("protocol")) == wanted]
+    return speed.measured_speed(results(lab, keys), resolved.model, resolved.protocol, resolved.discipline,
                                 mean_tokens=mean_tokens)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.catalogue import made_here_names
 from labcore.door.data import corpora
 from labcore.door.jobs import SIZES, PretrainSpec, resolve_pretrain
@@ -66,9 +67,9 @@ def choose() -> PretrainSpec | None:
 
 
 # ------------------------------------------------------------------------------------------- start
-def start_button(store, spec) -> None:
+def start_button(lab, spec) -> None:
     key = key_of(spec)
-    existing = store.get(key)
+    existing = lab_runs.record(lab, key)
     st.caption(f"Spec {key}: {spec.label()}" + (f" · already {existing.status} in the store" if existing else ""))
     if st.button("▶ Pretrain", type="primary", key="btn.pre.start"):
         try:
@@ -82,8 +83,8 @@ def start_button(store, spec) -> None:
 
 
 # ------------------------------------------------------------------------------------------- watch
-def watch(store) -> None:
-    earlier = store.jobs(kind="pretrain")[::-1]
+def watch(lab) -> None:
+    earlier = lab_runs.jobs(lab, kind="pretrain")[::-1]
     if earlier:
         labels = {r.key: f"{common.status_label(r)} {r.label or r.key}" for r in earlier}
         widget = state.remember("pre.shown", state.qp("pretrain") or earlier[0].key, list(labels))
@@ -94,12 +95,12 @@ def watch(store) -> None:
                                                                    format_func=labels.get, key=widget)))
     shown = state.qp("pretrain")
     if shown:
-        record = store.get(shown)
+        record = lab_runs.record(lab, shown)
         if record is None:
             st.info(f"There is no pretraining {shown} in this store; start one above.")
             st.stop()
         st.subheader(record.label or shown)
-        active = common.live_runs(store, [shown], ["pretrain"], fragment_key="pretrain",
+        active = common.live_runs(lab, [shown], ["pretrain"], fragment_key="pretrain",
                                   title="MLM loss (solid) and held-out masked accuracy (dashed)")
         if not active and record.finished:
             result = record.result or {}
@@ -122,9 +123,9 @@ def main() -> None:
     spec = choose()
     if spec is None:
         st.stop()
-    store = state.get_store()
-    start_button(store, spec)
-    watch(store)
+    lab = state.get_lab()
+    start_button(lab, spec)
+    watch(lab)
 
 
 main()

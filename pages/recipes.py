@@ -15,10 +15,11 @@ import math
 
 import streamlit as st
 
+from labcore.door import runs as lab_runs
 from labcore.door.recipes import (BUDGET_NOTES, BUDGETS, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN,
-                                  PAPERS, RECIPES, RULE, TUNING_TITLE, Plan, Recipe, advance, expected_of,
+                                  PAPERS, RECIPES, RULE, TUNING_TITLE, Plan, Recipe, expected_of,
                                   expected_sentence, headline_line, plan_for, progress, results_of,
-                                  secondary_line, seeds_words, summary_line, to_csv, to_html)
+                                  secondary_line, seeds_words, step, summary_line, to_csv, to_html)
 from labcore.door.views import fmt_duration
 from labcore.errors import LabError
 from pages import common, state
@@ -98,13 +99,12 @@ def about_section(about, recipe: Recipe, plan: Plan, budget: str) -> None:
 # ------------------------------------------------------------------------------------------- run
 def _started(plan: Plan) -> bool:
     """Was this plan driven here (by the page or the CLI)? Only then does a refresh queue its later stages."""
-    return plan.group in state.get_store().groups()
+    return plan.group in lab_runs.groups(state.get_lab())
 
 
 def _advance(plan: Plan, *, retry: bool = False):
     """One step of the driver, in this session's name (its queue cap counts the recipe's jobs like any)."""
-    asking = state.get_executor()
-    outcome = advance(plan, asking.executor, who=asking.who, retry=retry)
+    outcome = step(state.get_executor(), plan, retry=retry)
     # A retry the queue cap cut short goes on retrying at the next refreshes, until nothing is held back.
     st.session_state[f"_rec_retry:{plan.group}"] = retry and outcome.held > 0
     return outcome
@@ -119,14 +119,14 @@ def _run(plan: Plan) -> None:
     st.session_state["_rec_errors"] = outcome.errors
 
 
-def run_section(choices, recipe: Recipe, plan: Plan, results, store) -> None:
+def run_section(choices, recipe: Recipe, plan: Plan, results, lab) -> None:
     """What the plan is expected to take here, and the button that runs (or retries) it."""
     with choices:
         st.markdown(f"**Expected on this machine:** {len(plan.steps)} jobs in {len(plan.stages)} "
                     f"stage{'s' if len(plan.stages) != 1 else ''}; {expected_sentence(recipe, plan, results)}.")
         if plan.sequential:
             st.caption(f":material/science: {seeds_words(plan)}.")
-        now = progress(plan, store)
+        now = progress(plan, lab)
         label = "▶ Run this recipe"
         if now.ended and now.failed:
             label = f"▶ Retry the {now.failed} job{'s' if now.failed != 1 else ''} that did not finish"
@@ -159,13 +159,13 @@ def _progress_text(now, left_s: float, workers: int) -> str:
 def live_view(recipe: Recipe, plan: Plan, ended_at_draw: int, active: bool) -> None:
     """The recipe's progress and the live curve of its running job; each refresh also advances the plan."""
     def body() -> None:
-        store = state.get_store()
-        if _started(plan) and not progress(plan, store).ended:
+        lab = state.get_lab()
+        if _started(plan) and not progress(plan, lab).ended:
             now = _advance(plan, retry=bool(st.session_state.get(f"_rec_retry:{plan.group}")))
         else:
-            now = progress(plan, store)
-        _, left = expected_of(recipe, plan, results_of(plan, store))
-        workers = len(store.workers())
+            now = progress(plan, lab)
+        _, left = expected_of(recipe, plan, results_of(plan, lab))
+        workers = len(lab_runs.workers(lab))
         st.progress((now.done + now.failed) / max(1, now.total), text=_progress_text(now, left, workers))
         if now.held:
             st.caption(f":material/schedule: {now.held} job{'s' if now.held != 1 else ''} wait for room in your "
@@ -177,10 +177,10 @@ def live_view(recipe: Recipe, plan: Plan, ended_at_draw: int, active: bool) -> N
             st.caption("No worker is running yet: one starts with the first queued job (see the sidebar).")
         if now.running_keys:
             key = now.running_keys[0]
-            record = store.get(key)
+            record = lab_runs.record(lab, key)
             st.markdown(f"**Running now:** {record.label_or(key) if record is not None else key}")
-            fig, runs = common.curves_figure(store, [key], title="train loss (solid) and validation metric (dashed)")
-            common.progress_rows(store, [key])
+            fig, runs = common.curves_figure(lab, [key], title="train loss (solid) and validation metric (dashed)")
+            common.progress_rows(lab, [key])
             st.plotly_chart(fig, key="rec-live-chart", config={"displaylogo": False})
             st.caption(f"{sum(len(r.train_loss) for r in runs)} train-loss points so far")
             st.page_link(common.PAGES["runs"], label="Every job of this recipe on Runs", icon=":material/list_alt:",
@@ -269,19 +269,19 @@ def main() -> None:
     if not sequential and len(seeds) < 3:
         choices.caption(":material/info: With fewer than three seeds no claim gets a look: every verdict will read "
                         "inconclusive.")
-    store = state.get_store()
+    lab = state.get_lab()
     try:
-        plan = plan_for(recipe, budget, None if sequential else seeds, store,
+        plan = plan_for(recipe, budget, None if sequential else seeds, lab,
                         cap_s=cap_minutes * 60 if cap_minutes else math.inf)
     except LabError as exc:
         st.error(str(exc))
         st.stop()
-    results = results_of(plan, store)
+    results = results_of(plan, lab)
     finished = sum(1 for r in results.values() if r is not None)
     about_section(about, recipe, plan, budget)
-    run_section(choices, recipe, plan, results, store)
+    run_section(choices, recipe, plan, results, lab)
     started = _started(plan)
-    at_draw = progress(plan, store)
+    at_draw = progress(plan, lab)
     if started or finished:
         st.subheader("Progress")
         live_view(recipe, plan, at_draw.done + at_draw.failed, active=started and not at_draw.ended)

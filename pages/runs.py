@@ -17,8 +17,10 @@ import pandas as pd
 import streamlit as st
 
 from labcore.door.catalogue import has_stage
-from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, JobRecord, RunRecord, RunSpec, Selection, delete,
-                               disk_usage, plan_delete, stage_curves, stored_spec)
+from labcore.door import runs as lab_runs
+from labcore.door.desk import stored_spec
+from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, JobRecord, RunRecord, RunSpec, Selection, disk_usage,
+                               stage_curves)
 from labcore.door.views import figures, fmt_age, fmt_duration, fmt_speed
 from labcore.errors import LabError
 from pages import common, state
@@ -76,10 +78,10 @@ def _may_delete() -> bool:
     return state.teacher_passcode() is None or state.is_teacher()
 
 
-def _ask_delete(store, executor, selection: Selection, action: str, key: str) -> None:
+def _ask_delete(lab, executor, selection: Selection, action: str, key: str) -> None:
     """The deletion's question: what goes, what depends on it (shown before anything is deleted)."""
     try:
-        plan = plan_delete(store, selection)
+        plan = executor.plan_delete(selection)
     except LabError as exc:
         st.error(str(exc))
         return
@@ -92,7 +94,7 @@ def _ask_delete(store, executor, selection: Selection, action: str, key: str) ->
         return
 
     def go() -> str:
-        done = delete(store, plan, who=state.TEACHER if state.is_teacher() else executor.who)
+        done = executor.delete(plan, state.TEACHER if state.is_teacher() else executor.who)
         state.set_qp(run=None, group=None)
         return (f"Deleted {len(done.keys)} job(s) and their files ({done.bytes / 2**20:,.1f} MiB); their keys can run "
                 f"again.")
@@ -102,10 +104,10 @@ def _ask_delete(store, executor, selection: Selection, action: str, key: str) ->
 
 
 # --------------------------------------------------------------------------------------- teacher controls
-def teacher_controls(store, executor) -> None:
+def teacher_controls(lab, executor) -> None:
     with st.expander(":material/school: Teacher controls", expanded=True):
-        summary = state.worker_summary(store)
-        held = store.workers_held()
+        summary = state.worker_summary(lab)
+        held = lab_runs.workers_held(lab)
         st.caption(f"{len(summary['workers'])} worker(s) alive · {summary['running']} running · "
                    f"{summary['queued']} queued" + (" · workers stopped by the teacher: queued runs wait"
                                                      if held else ""))
@@ -125,7 +127,7 @@ def teacher_controls(store, executor) -> None:
                      lambda: f"Cancelled {len(executor.clear_queue(state.TEACHER))} queued runs.", action="clear")
         if _pending("stop"):
             def stop() -> str:
-                store.hold_workers(state.TEACHER)
+                executor.hold_workers(state.TEACHER)
                 state.start_task("stop-workers", lambda progress: executor.stop_workers())
                 return "Stopping the workers: running runs checkpoint first (up to half a minute)."
             _confirm("Stop every worker? Running runs stop at their next step and can be resumed later.",
@@ -147,16 +149,16 @@ def _device(result: dict, worker: dict | None) -> str:
     return ""
 
 
-def _table(store, rows) -> pd.DataFrame:
+def _table(lab, rows) -> pd.DataFrame:
     cache = state.stream_cache()
-    workers = {w.get("run"): w for w in store.workers(role="worker") if w.get("run")}
+    workers = {w.get("run"): w for w in lab_runs.workers(lab, role="worker") if w.get("run")}
     out = []
     for r in rows:
-        beat = store.heartbeat_of(r.key) if r.status == "running" else None
+        beat = lab_runs.heartbeat(lab, r.key) if r.status == "running" else None
         result = r.result or {}
         step = (beat or {}).get("step", result.get("steps_done", 0)) or 0
         total = (beat or {}).get("total_steps", result.get("total_steps", 0)) or 0
-        prog = state.progress(r.status, int(step), int(total), cache.pace(store, r.key, read=False))
+        prog = state.progress(r.status, int(step), int(total), cache.pace(lab, r.key, read=False))
         test = result.get("test", {}).get(result.get("metric", ""), None)
         out.append({"status": r.status, "run": r.label, "progress": prog.fraction,
                     "where": prog.text, "test": test, "node": r.node or r.host or "",
@@ -168,7 +170,7 @@ def _table(store, rows) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def run_list(store, records: list[JobRecord]) -> None:
+def run_list(lab, records: list[JobRecord]) -> None:
     """The queue and the newest runs, refreshed while any is active."""
     with st.expander(f"Queue and recent runs ({'newest ' if len(records) == PICK_LIMIT else ''}{len(records):,})",
                      expanded=not (state.qp("run") or state.qp("group"))):
@@ -176,10 +178,10 @@ def run_list(store, records: list[JobRecord]) -> None:
 
         @st.fragment(run_every=common.REFRESH.run_list_s if any(r.active for r in records) else None)
         def run_list() -> None:
-            newest = first_read.pop() if first_read else store.runs(newest=LIST_LIMIT)[::-1]
-            hidden = common.hidden_runs(store)  # a class lesson's runs before its reveal
+            newest = first_read.pop() if first_read else lab_runs.runs(lab, newest=LIST_LIMIT)[::-1]
+            hidden = common.hidden_runs(lab)  # a class lesson's runs before its reveal
             newest = [r for r in newest if r.key not in hidden]
-            st.dataframe(_table(store, newest[:LIST_LIMIT]), hide_index=True, column_config={
+            st.dataframe(_table(lab, newest[:LIST_LIMIT]), hide_index=True, column_config={
                 "progress": st.column_config.ProgressColumn("progress", min_value=0.0, max_value=1.0, format="percent"),
                 "test": st.column_config.NumberColumn("test metric", format="%.3f"),
                 "node": st.column_config.TextColumn("ran on", help="The machine (a Ray node, or this one) that ran it"),
@@ -189,12 +191,12 @@ def run_list(store, records: list[JobRecord]) -> None:
         run_list()
 
 
-def disk_section(store) -> None:
+def disk_section(lab) -> None:
     """What the lab holds on disk, by kind, group and requester, measured on request."""
     with st.expander(":material/hard_drive: Disk: what the lab holds", expanded=False):
         # Measured on request: it walks every job's folder (seconds for thousands of runs).
         if st.button("Measure", key="disk.measure"):
-            st.session_state["runs.disk"] = disk_usage(store)
+            st.session_state["runs.disk"] = disk_usage(lab)
         usage = st.session_state.get("runs.disk")
         if usage is not None:
             st.caption(usage.lines()[0])
@@ -209,10 +211,10 @@ def disk_section(store) -> None:
 
 
 # ------------------------------------------------------------------------------------------- what to show
-def chosen_keys(store, executor, runs: list[JobRecord]) -> tuple[list[str], str | None]:
+def chosen_keys(lab, executor, runs: list[JobRecord]) -> tuple[list[str], str | None]:
     """One run or a group, synchronised with the address (``?run=...`` or ``?group=...``): its keys, and the
     group's name (None for one run)."""
-    groups = store.groups()
+    groups = lab_runs.groups(lab)
     modes = ["One run", "A group of runs"]
     external_group = state.qp_external("group")
     external_run = state.qp("run")
@@ -233,16 +235,16 @@ def chosen_keys(store, executor, runs: list[JobRecord]) -> tuple[list[str], str 
         group = st.selectbox("Group (a sweep, a demo, a pretrained-vs-random pair)", order, key=widget)
         state.keep("runs.group", group)
         state.set_qp(group=group, run=None)
-        keys = list(store.group(group)["keys"])
+        keys = list(lab_runs.group_keys(lab, group))
         st.button("Delete this group…", key="delete-group", on_click=_ask, args=("delete-group", group),
                   disabled=not _may_delete(), help="Its jobs that no other group lists go, with their files; "
                                                    "what depends on them is shown first.")
         if _pending("delete-group", group):
-            _ask_delete(store, executor, Selection(group=group), "delete-group", group)
+            _ask_delete(lab, executor, Selection(group=group), "delete-group", group)
     else:
         if mode == modes[1]:
             st.info("No groups yet: a demo, a sweep or a pretrained-vs-random pair makes one.")
-        chosen = common.pick_run(store, key="runs.run", arrive_at="running", runs=runs)
+        chosen = common.pick_run(lab, key="runs.run", arrive_at="running", runs=runs)
         state.set_qp(group=None)
         keys = [chosen.key] if chosen else []
 
@@ -263,20 +265,20 @@ def page_of(keys: list[str], group: str | None) -> list[str]:
 
 
 # --------------------------------------------------------------------------------------------- live view
-def live_view(store, keys: list[str], group: str | None) -> None:
+def live_view(lab, keys: list[str], group: str | None) -> None:
     st.session_state.setdefault("keep.runs.smoothing", 0.6)
     st.slider("Smoothing of the train loss", 0.0, 0.95, key="keep.runs.smoothing", step=0.05,
               help="Exponential moving average (as TensorBoard's slider); the raw curve stays faint behind it.")
-    specs = {k: r.spec if (r := store.get(k)) is not None else {} for k in keys}
+    specs = {k: r.spec if (r := lab_runs.record(lab, k)) is not None else {} for k in keys}
     inits = {spec.get("init") for spec in specs.values()}
     colours = ": pretrained blue, random orange" if {"pretrained", "random"} <= inits else ""
     staged = [k for k in keys if has_stage(specs[k].get("protocol", "full"))]
     if staged:  # a protocol that trains something before the loop (ORCA's alignment): its curve first
         def stage_view() -> None:
             cache = state.stream_cache()
-            names = dict(zip(staged, common.short_labels(store, staged)))
+            names = dict(zip(staged, common.short_labels(lab, staged)))
             curves = {f"{names[k]}: {name.replace('_', ' ')}": points for k in staged
-                      for name, points in stage_curves(cache.read(store, k)).items()}
+                      for name, points in stage_curves(cache.read(lab, k)).items()}
             if curves:
                 st.plotly_chart(figures.stage_curves_figure(curves, metric="distance to the source",
                                                             title="Before training: the alignment"),
@@ -284,9 +286,9 @@ def live_view(store, keys: list[str], group: str | None) -> None:
             else:
                 st.caption("The alignment curve appears here once the run starts aligning, before its training curve.")
 
-        aligning = any((r := store.get(k)) is not None and r.active for k in staged)
+        aligning = any((r := lab_runs.record(lab, k)) is not None and r.active for k in staged)
         st.fragment(stage_view, run_every=common.REFRESH.live_runs_s if aligning else None)()
-    common.live_runs(store, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
+    common.live_runs(lab, keys, fragment_key="runs-live", smoothing_key="keep.runs.smoothing",
                      title=f"Train loss (solid) and validation metric (dashed){colours}")
     cols = st.columns(3)
     cols[0].page_link(common.PAGES["compare"], label="Compare these runs", icon=":material/bar_chart:",
@@ -337,7 +339,7 @@ def result_summary(record, result: dict) -> None:
         st.error(record.error or result["error"])
 
 
-def run_actions(store, executor, record, teacher: bool) -> None:
+def run_actions(lab, executor, record, teacher: bool) -> None:
     """Cancel, resume, retry, attention and delete for one run, each destructive one asking first."""
     key, status = record.key, record.status
     b = st.columns(6 if teacher else 5)
@@ -378,16 +380,16 @@ def run_actions(store, executor, record, teacher: bool) -> None:
                                        "first); what depends on it is shown first." if _may_delete() else
                                        "Only the teacher deletes runs in a class.")
     if _pending("delete", key):
-        _ask_delete(store, executor, Selection(keys=(key,)), "delete", key)
+        _ask_delete(lab, executor, Selection(keys=(key,)), "delete", key)
 
 
-def run_details(store, executor, record, teacher: bool, expanded: bool) -> None:
+def run_details(lab, executor, record, teacher: bool, expanded: bool) -> None:
     key, status = record.key, record.status
     with st.expander(f"{common.status_label(record)} · {record.label_or(key)}", expanded=expanded):
         result = record.result or {}
         result_summary(record, result)
         st.caption(_ownership(executor, record))
-        run_actions(store, executor, record, teacher)
+        run_actions(lab, executor, record, teacher)
         spec = RunSpec.from_dict(record.spec)
         st.code(spec.cli(), language="bash", wrap_lines=True)
         with st.popover("Spec as JSON"):
@@ -396,11 +398,11 @@ def run_details(store, executor, record, teacher: bool, expanded: bool) -> None:
             st.caption(" · ".join(result["notes"]))
         show_log = st.toggle("Show log", key=f"log-{key}", value=status in ("failed", "dead"))
         if show_log:
-            log = store.log(key)
+            log = lab_runs.log(lab, key)
             st.code(log[-20000:] or "(nothing logged yet)", language="text")
 
 
-def details(store, executor, keys: list[str]) -> None:
+def details(lab, executor, keys: list[str]) -> None:
     error = st.session_state.pop("runs.error", None)
     if error:
         st.error(error)
@@ -411,17 +413,17 @@ def details(store, executor, keys: list[str]) -> None:
 
     st.subheader("Details")
     for key in keys:
-        record = store.get(key)
+        record = lab_runs.record(lab, key)
         if record is not None:
-            run_details(store, executor, record, teacher, expanded=len(keys) == 1)
+            run_details(lab, executor, record, teacher, expanded=len(keys) == 1)
 
 
 def main() -> None:
     st.title(":material/list_alt: Runs")
-    store = state.get_store()
+    lab = state.get_lab()
     # The newest runs only, read once for the list and the run picker: a page of a 10,000-run lab reads no more.
-    hidden = common.hidden_runs(store)  # a class lesson's runs, hidden from students until its reveal
-    runs = [r for r in store.runs(newest=PICK_LIMIT) if r.key not in hidden]
+    hidden = common.hidden_runs(lab)  # a class lesson's runs, hidden from students until its reveal
+    runs = [r for r in lab_runs.runs(lab, newest=PICK_LIMIT) if r.key not in hidden]
     records = runs[::-1]
     if not records:
         st.info("No runs yet. Start a one-click demo on **Home** or design one on **New experiment**; it appears "
@@ -430,17 +432,17 @@ def main() -> None:
         st.stop()
     executor = state.get_executor()
     if state.is_teacher():
-        teacher_controls(store, executor)
-    run_list(store, records)
+        teacher_controls(lab, executor)
+    run_list(lab, records)
     if _may_delete():
-        disk_section(store)
-    keys, group = chosen_keys(store, executor, runs)
+        disk_section(lab)
+    keys, group = chosen_keys(lab, executor, runs)
     keys = [k for k in keys if k not in hidden]  # a group or a link may name them
     if not keys:
         st.stop()
     keys = page_of(keys, group)
-    live_view(store, keys, group)
-    details(store, executor, keys)
+    live_view(lab, keys, group)
+    details(lab, executor, keys)
 
 
 main()

@@ -13,6 +13,7 @@ from streamlit.testing.v1 import AppTest
 from labcore.execution.executor import LocalExecutor
 from labcore.spec import make_spec
 from labcore.store import open_store
+from labcore.door.lab import Lab
 
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
 SMALL_BITS = {"n_train": 64, "n_validation": 32, "n_test": 32}
@@ -153,10 +154,10 @@ def test_workers_the_teacher_stopped_stay_stopped_until_started(tmp_path):
 
 
 def test_live_curves_and_figures_are_built_once_per_cursor_for_every_session(tmp_path, monkeypatch):
-    from labcore.store import Store
     from pages import common, state
 
-    store = Store(tmp_path / "store")
+    store = open_store(tmp_path / "store")  # the one the lab below reads
+    lab = Lab(store.root)
     try:
         key = "k1"
         store.append_events(key, [{"type": "step", "step": s, "loss": 1.0 / s, "t": s} for s in range(1, 6)])
@@ -164,11 +165,11 @@ def test_live_curves_and_figures_are_built_once_per_cursor_for_every_session(tmp
         real = store.read_events
         monkeypatch.setattr(store, "read_events", lambda k, c=0: reads.append(c) or real(k, c))
         cache = state.StreamCache()
-        first = cache.curves(store, key)
-        assert cache.curves(store, key) is first  # a second viewer at the same cursor: the same lists
+        first = cache.curves(lab, key)
+        assert cache.curves(lab, key) is first  # a second viewer at the same cursor: the same lists
         assert reads == [0] and len(first[0]) == 5
         store.append_events(key, [{"type": "step", "step": 6, "loss": 0.1, "t": 6}])
-        moved = cache.curves(store, key)
+        moved = cache.curves(lab, key)
         assert moved is not first and len(moved[0]) == 6 and reads == [0, 1]  # only the new chunk is read
 
         builds = []
@@ -199,19 +200,19 @@ def test_two_sessions_pressing_the_same_demo_share_its_runs_and_both_are_recorde
 
 
 def test_the_eta_reads_only_the_current_attempts_first_and_last_step(tmp_path):
-    from labcore.store import Store
     from pages import state
 
-    store = Store(tmp_path / "store")
+    store = open_store(tmp_path / "store")  # the one the lab below reads
+    lab = Lab(store.root)
     try:
         steps = [{"type": "step", "step": s, "t": 100.0 + s} for s in range(1, 50)]
         store.append_events("k", [{"type": "attempt", "attempt": 1}] + steps[:10] + [{"type": "attempt", "attempt": 2}])
         store.append_events("k", steps[20:40])
         cache = state.StreamCache()
-        assert cache.pace(store, "k", read=False) == []  # nothing read yet, and nothing read for it
-        pace = cache.pace(store, "k")
+        assert cache.pace(lab, "k", read=False) == []  # nothing read yet, and nothing read for it
+        pace = cache.pace(lab, "k")
         assert pace == [steps[20], steps[39]]
-        events = cache.read(store, "k")
+        events = cache.read(lab, "k")
         full = state.progress("running", 40, 100, events, now=200.0)
         assert state.progress("running", 40, 100, pace, now=200.0) == full and full.eta_s == 60.0
     finally:
@@ -234,10 +235,10 @@ def asking(store, who: str, **limits):
     """``who``'s executor as the pages give it: a student's under the teacher's settings ``limits``, or with
     none, the teacher's own session (not limited)."""
     from labcore.classroom import ClassroomLimits
-    from pages.state import AskingExecutor
+    from labcore.door.desk import Desk
 
-    return AskingExecutor(LocalExecutor(store, autostart=False), who,
-                          ClassroomLimits.from_settings(limits) if limits else None)
+    return Desk(LocalExecutor(store, autostart=False), who,
+                ClassroomLimits.from_settings(limits) if limits else None)
 
 
 def test_a_students_paper_budget_and_local_model_are_refused_naming_the_teachers_setting(held):
@@ -384,10 +385,10 @@ def test_a_student_over_the_disk_quota_is_refused_new_jobs(held):
 
 
 def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(tmp_path, monkeypatch):
-    from labcore.store import Store
     from pages.state import summary
 
-    store = Store(tmp_path / "store")
+    store = open_store(tmp_path / "store")  # the one the lab below reads
+    lab = Lab(store.root)
     clock, reads = [100.0], []
     real_runs = store.runs
 
@@ -400,11 +401,11 @@ def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(t
     monkeypatch.setattr(store, "runs", slow_runs)
     monkeypatch.setattr(summary, "_SUMMARIES", {})
     try:
-        summary.worker_summary(store)
+        summary.worker_summary(lab)
         clock[0] = 104.0  # within ten times the reading's cost: served as read
-        summary.worker_summary(store)
+        summary.worker_summary(lab)
         clock[0] = 106.0
-        summary.worker_summary(store)
+        summary.worker_summary(lab)
         assert reads == [100.0, 106.0]
     finally:
         store.close()

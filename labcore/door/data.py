@@ -16,7 +16,8 @@ from labcore.errors import LabError
 from labcore.mapping import MappingSpec, TokenMapping, build_mapping, model_vocab, of_run
 from labcore.pretrain import corpora
 from labcore.spec import make_spec
-from labcore.store import JobRecord, Store
+from labcore.door.lab import Lab, store_of
+from labcore.store import JobRecord
 
 __all__ = ["assets", "corpora", "data_base", "discipline_info", "disciplines", "mapping_lib", "mapping_spec_of",
            "patches_image", "render_example", "run_mapping", "spec_info", "upload_fields", "uploads"]
@@ -46,13 +47,13 @@ def mapping_spec_of(spec: dict[str, Any]) -> MappingSpec:
     return of_run(make_spec(**spec))
 
 
-def run_mapping(store: Store, record: JobRecord) -> TokenMapping | None:
+def run_mapping(lab: Lab, record: JobRecord) -> TokenMapping | None:
     """The TokenMapping a run used: ``mapping.json`` in its folder when the engine wrote one, else rebuilt
     from its spec (same rule, same vocabulary); None for runs that feed vectors or own embeddings."""
     spec = record.spec
     if spec.get("input_adapter") != "vocab" or spec.get("mapping") in (None, "none"):
         return None
-    saved = store.workdir(record.key) / "mapping.json"
+    saved = store_of(lab).workdir(record.key) / "mapping.json"
     if saved.is_file():
         try:
             return TokenMapping.from_json(saved.read_text(encoding="utf-8"))

@@ -1,5 +1,7 @@
-"""Runs as the pages see them: the store and its statuses, specs and their keys, results, event streams, the
-executor, deleting and measuring what the lab holds, and the teacher's classroom settings."""
+"""Runs as the pages see them: job records and their statuses, groups, results, event streams, logs and the
+workers' heartbeats, all read through a :class:`~labcore.door.lab.Lab` and returned as rows; specs and their
+keys; what the lab holds on disk; and the teacher's classroom settings. Changing anything (submitting,
+cancelling, holding workers, deleting) is the :class:`~labcore.door.desk.Desk`'s."""
 
 from __future__ import annotations
 
@@ -7,50 +9,110 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from labcore.classroom import SECRETS_TABLE, ClassroomLimits, PasscodeGuard
+from labcore.door.lab import Lab, open_lab, store_of
+from labcore.engine.resolve import resolve_spec
 from labcore.events import curves_from_events, stage_curves
 from labcore.jobs import key_of
 from labcore.results.record import RunRecord
-from labcore.engine.resolve import resolve_spec
 from labcore.spec import RunSpec, make_spec, train_defaults
 from labcore.spec.resolved import ResolvedSpec
-from labcore.store import ACTIVE, FINISHED, STOPPED, JobRecord, Store, open_store
-from labcore.store.delete import delete, plan_delete
+from labcore.store import ACTIVE, FINISHED, STOPPED, JobRecord, JobStatus
 from labcore.store.selection import Selection
-from labcore.store.usage import COMMAND_LINE, disk_usage, requester_bytes
+from labcore.store.usage import COMMAND_LINE, Usage, disk_usage as _disk_usage
 
 __all__ = ["ACTIVE", "COMMAND_LINE", "FINISHED", "SECRETS_TABLE", "STOPPED", "ClassroomLimits", "JobRecord",
-           "PasscodeGuard", "ResolvedSpec", "RunRecord", "RunSpec", "Selection", "Store", "curves_from_events",
-           "delete", "disk_usage", "executor_on", "key_of", "make_spec", "open_store", "plan_delete",
-           "requester_bytes", "resolve_spec", "result_of", "results", "stage_curves", "stored_spec", "train_defaults"]
+           "Lab", "PasscodeGuard", "ResolvedSpec", "RunRecord", "RunSpec", "Selection", "curves_from_events",
+           "disk_usage", "events", "group_keys", "groups", "heartbeat", "jobs", "key_of", "log", "make_spec",
+           "open_lab", "read_events", "record", "resolve_key", "resolve_spec", "result_of", "results", "runs",
+           "stage_curves", "status", "stream_length", "train_defaults", "workdir", "workers", "workers_held"]
 
 
-def executor_on(store: Store):
-    """The process's shared executor, moved onto ``store`` where it is a local one on another store (tests move
-    the cache between apps)."""
-    from labcore.execution.executor import LocalExecutor, get_executor  # the pump and its settings load on first use
-
-    executor = get_executor()
-    if isinstance(executor, LocalExecutor) and Path(executor.store.root) != Path(store.root):
-        executor = executor.on_store(store)
-    return executor
+def record(lab: Lab, key: str) -> JobRecord | None:
+    """``key``'s job record, None where there is none."""
+    return store_of(lab).get(key)
 
 
-def stored_spec(record: JobRecord) -> Any:
-    """The spec a job record holds, rebuilt as its kind's spec (what a resume queues again)."""
-    from labcore import jobs
-
-    return jobs.get_kind(record.kind).from_dict(record.spec)
+def runs(lab: Lab, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[JobRecord]:
+    """The training runs' records, oldest first (``newest``: only that many of the latest)."""
+    return store_of(lab).runs(status=status, group=group, newest=newest)
 
 
-def result_of(store: Store, key: str, record: JobRecord | None = None) -> RunRecord | None:
-    """``key``'s result, from ``record`` where the page read it already."""
+def jobs(lab: Lab, *, kind: str | None = None) -> list[JobRecord]:
+    """Every job's record (``kind``: of that kind only), oldest first."""
+    return store_of(lab).jobs(kind=kind)
+
+
+def groups(lab: Lab) -> list[str]:
+    return store_of(lab).groups()
+
+
+def group_keys(lab: Lab, name: str) -> list[str]:
+    """The keys a group lists, in its order."""
+    return list(store_of(lab).group(name)["keys"])
+
+
+def resolve_key(lab: Lab, prefix: str) -> str:
+    """The one key that starts with ``prefix`` (a LabError names the problem otherwise)."""
+    return store_of(lab).resolve_key(prefix)
+
+
+def status(lab: Lab, key: str) -> JobStatus:
+    return store_of(lab).status(key)
+
+
+def heartbeat(lab: Lab, key: str) -> dict[str, Any] | None:
+    """A running job's last heartbeat, None where it sent none."""
+    return store_of(lab).heartbeat_of(key)
+
+
+def log(lab: Lab, key: str) -> str:
+    return store_of(lab).log(key)
+
+
+def events(lab: Lab, key: str) -> list[dict[str, Any]]:
+    """``key``'s whole event stream."""
+    return store_of(lab).events(key)
+
+
+def read_events(lab: Lab, key: str, cursor: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """``key``'s events from chunk ``cursor`` on, and the cursor after them."""
+    return store_of(lab).read_events(key, cursor)
+
+
+def stream_length(lab: Lab, key: str) -> int:
+    """How many chunks ``key``'s stream holds (one read: whether a live view must read more)."""
+    return store_of(lab).stream_length(key)
+
+
+def workdir(lab: Lab, key: str) -> Path:
+    """The folder ``key``'s files are written in."""
+    return store_of(lab).workdir(key)
+
+
+def workers(lab: Lab, *, role: str | None = None) -> list[dict[str, Any]]:
+    """The alive workers' registrations (``role``: of that role only)."""
+    return store_of(lab).workers(role=role)
+
+
+def workers_held(lab: Lab) -> dict[str, Any] | None:
+    """Who held the workers and when (the teacher stopped them), or None."""
+    return store_of(lab).workers_held()
+
+
+def disk_usage(lab: Lab) -> Usage:
+    """What the lab's jobs hold on disk (walks every job's folder: seconds for 10,000 jobs; on request)."""
+    return _disk_usage(store_of(lab))
+
+
+def result_of(lab: Lab, key: str, read: JobRecord | None = None) -> RunRecord | None:
+    """``key``'s result, from ``read`` where the page read its record already."""
     try:
-        return store.get_result(key) if record is None else Store.result_in(record)
+        return store_of(lab).get_result(key) if read is None else store_of(lab).result_in(read)
     except Exception:  # a half-written or foreign record must not break a page
         return None
 
 
-def results(store: Store, keys: Iterable[str], read: dict[str, JobRecord] | None = None) -> list[RunRecord]:
+def results(lab: Lab, keys: Iterable[str], read: dict[str, JobRecord] | None = None) -> list[RunRecord]:
     """The results of ``keys`` that have one; ``read``: records by key the page read already."""
     read = read or {}
-    return [r for r in (result_of(store, k, read.get(k)) for k in keys) if r is not None]
+    return [r for r in (result_of(lab, k, read.get(k)) for k in keys) if r is not None]

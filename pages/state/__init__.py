@@ -1,4 +1,4 @@
-"""What the pages keep and read between reruns: the store and the executor as this session uses them, who is
+"""What the pages keep and read between reruns: the lab and the executor as this session uses them, who is
 asking, query parameters and remembered choices, live curves and progress, and background tasks.
 
 Why these exist (Streamlit facts): a rerun interrupts the script thread, so nothing slow runs in it;
@@ -12,7 +12,7 @@ Each module holds one of these jobs; this package names them all, so a page read
 from __future__ import annotations
 
 from pages.state.eta import Progress, progress
-from pages.state.executor import AskingExecutor, get_executor, get_store
+from pages.state.executor import get_executor, get_lab, get_store
 from pages.state.identity import (TEACHER, classroom_limits, is_teacher, passcode_guard, requester, sign_in_ids,
                                   student_limits, teacher_passcode, who_label)
 from pages.state.query import keep, persist_widgets, qp, qp_external, remember, remembered, set_qp
@@ -20,8 +20,8 @@ from pages.state.streams import StreamCache, run_curves, stream_cache
 from pages.state.summary import SUMMARY_COST_SHARE, SUMMARY_TTL_S, worker_summary
 from pages.state.tasks import Task, get_task, start_task
 
-__all__ = ["SUMMARY_COST_SHARE", "SUMMARY_TTL_S", "TEACHER", "AskingExecutor", "Progress", "StreamCache", "Task",
-           "classroom_limits", "get_executor", "get_store", "get_task", "is_teacher", "keep", "passcode_guard",
+__all__ = ["SUMMARY_COST_SHARE", "SUMMARY_TTL_S", "TEACHER", "Progress", "StreamCache", "Task",
+           "classroom_limits", "get_executor", "get_lab", "get_store", "get_task", "is_teacher", "keep", "passcode_guard",
            "persist_widgets", "progress", "qp", "qp_external", "remember", "remembered", "requester", "run_curves",
            "set_qp", "sign_in_ids", "start_task", "stream_cache", "student_limits", "teacher_passcode",
            "who_label", "worker_summary"]

@@ -6,7 +6,8 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from labcore.door.runs import Store, curves_from_events, result_of
+from labcore.door import runs as lab_runs
+from labcore.door.runs import Lab, curves_from_events, result_of
 
 @dataclass
 class _RunStream:
@@ -30,7 +31,7 @@ def _pace(events: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 class StreamCache:
     """Each run's event stream, read once per server process and shared by every session.
 
-    A live view looks at the stream's chunk count (:meth:`Store.stream_length`, one read); only the first
+    A live view looks at the stream's chunk count (:func:`labcore.door.runs.stream_length`, one read); only the first
     view to find that it moved reads the new chunks and rebuilds the run's curves, under the run's own lock,
     while every other session (30 students watching one demo) gets the same lists: the server's work
     grows with the runs watched, not with the viewers. Callers treat what they get as read-only.
@@ -41,8 +42,8 @@ class StreamCache:
         self._runs: dict[tuple[str, str], _RunStream] = {}
         self._lock = threading.Lock()
 
-    def _entry(self, store: Store, key: str) -> _RunStream:
-        name = (str(store.root), key)
+    def _entry(self, lab: Lab, key: str) -> _RunStream:
+        name = (str(lab.root), key)
         with self._lock:
             entry = self._runs.pop(name, None) or _RunStream()
             self._runs[name] = entry  # most recently used last
@@ -50,31 +51,31 @@ class StreamCache:
                 self._runs.pop(next(iter(self._runs)))
         return entry
 
-    def _fresh(self, store: Store, key: str) -> _RunStream:
-        entry = self._entry(store, key)
-        length = store.stream_length(key)
+    def _fresh(self, lab: Lab, key: str) -> _RunStream:
+        entry = self._entry(lab, key)
+        length = lab_runs.stream_length(lab, key)
         if length != entry.cursor:
             with entry.lock:
                 if length < entry.cursor:  # a store rebuilt under us: read it again
                     entry.cursor, entry.events = 0, []
                 if entry.cursor < length:
-                    new, cursor = store.read_events(key, entry.cursor)
+                    new, cursor = lab_runs.read_events(lab, key, entry.cursor)
                     entry.events = entry.events + new  # a new list: readers holding the old one keep theirs
                     entry.cursor, entry.curves = cursor, None
         return entry
 
-    def read(self, store: Store, key: str) -> list[dict[str, Any]]:
+    def read(self, lab: Lab, key: str) -> list[dict[str, Any]]:
         """The run's events up to now (read-only)."""
-        return self._fresh(store, key).events
+        return self._fresh(lab, key).events
 
-    def cursor(self, store: Store, key: str) -> int:
+    def cursor(self, lab: Lab, key: str) -> int:
         """The cursor the shared view of the run is at, after catching up."""
-        return self._fresh(store, key).cursor
+        return self._fresh(lab, key).cursor
 
-    def pace(self, store: Store, key: str, *, read: bool = True) -> list[dict[str, Any]]:
+    def pace(self, lab: Lab, key: str, *, read: bool = True) -> list[dict[str, Any]]:
         """What :func:`pages.state.eta.progress` needs of the run's events for its ETA, computed once per cursor. With
         ``read=False`` only what was already read (nothing for a run no view follows)."""
-        entry = self._fresh(store, key) if read else self._runs.get((str(store.root), key))
+        entry = self._fresh(lab, key) if read else self._runs.get((str(lab.root), key))
         if entry is None:
             return []
         cursor, pace = entry.pace
@@ -84,13 +85,13 @@ class StreamCache:
                 pace = entry.pace[1]
         return pace
 
-    def curves(self, store: Store, key: str) -> tuple[list, list, str]:
+    def curves(self, lab: Lab, key: str) -> tuple[list, list, str]:
         """``(train_loss, validation_metric, metric_name)`` at the current cursor, computed once per cursor."""
-        entry = self._fresh(store, key)
+        entry = self._fresh(lab, key)
         curves = entry.curves
         if curves is None:
             with entry.lock:
-                curves = entry.curves or _curves(store, key, entry.events)
+                curves = entry.curves or _curves(lab, key, entry.events)
                 if curves[0]:  # nothing yet (a run without a stream, before its result lands): ask again
                     entry.curves = curves
         return curves
@@ -104,15 +105,15 @@ def stream_cache() -> StreamCache:
     return _STREAMS
 
 
-def run_curves(store: Store, key: str, cache: StreamCache | None = None) -> tuple[list, list, str]:
+def run_curves(lab: Lab, key: str, cache: StreamCache | None = None) -> tuple[list, list, str]:
     """``(train_loss, validation_metric, metric_name)`` of a run, live from its event stream.
 
     A run recorded without a stream (an in-process sweep) falls back to its result's thinned curves.
     """
-    return (cache or _STREAMS).curves(store, key)
+    return (cache or _STREAMS).curves(lab, key)
 
 
-def _curves(store: Store, key: str, events: list[dict[str, Any]]) -> tuple[list, list, str]:
+def _curves(lab: Lab, key: str, events: list[dict[str, Any]]) -> tuple[list, list, str]:
     curves = curves_from_events(events)
     metric = ""
     validation: list = []
@@ -121,7 +122,7 @@ def _curves(store: Store, key: str, events: list[dict[str, Any]]) -> tuple[list,
             metric, validation = name[len("validation_"):], points
     train = curves.get("train_loss", [])
     if not train:
-        result = result_of(store, key)
+        result = result_of(lab, key)
         if result is not None:
             train = [tuple(p) for p in result.train_loss]
             validation = [tuple(p) for p in result.val_curve]

@@ -6,7 +6,8 @@ import threading
 import time
 from typing import Any
 
-from labcore.door.runs import Store
+from labcore.door import runs as lab_runs
+from labcore.door.runs import Lab
 
 _SUMMARIES: dict[str, tuple[float, dict[str, Any]]] = {}
 _SUMMARIES_LOCK = threading.Lock()
@@ -14,17 +15,17 @@ SUMMARY_TTL_S = 1.0  # how long one reading of the workers and the queue serves 
 SUMMARY_COST_SHARE = 0.1  # ... and at least ten times what it took: the status line takes at most a tenth of a core
 
 
-def worker_summary(store: Store) -> dict[str, Any]:
+def worker_summary(lab: Lab) -> dict[str, Any]:
     """Alive workers and what the queue holds, for the status line every page shows: read at most once a
     second per server (less often where reading takes longer) and shared by every session (it reads every
     record, and each viewer's sidebar asks); a submission reads it again at once."""
-    root = str(store.root)
+    root = str(lab.root)
     with _SUMMARIES_LOCK:
         found = _SUMMARIES.get(root)
         if found is None or time.monotonic() > found[0]:
             started = time.monotonic()
-            workers = store.workers()
-            records = store.runs()  # every record: about 0.7 s at 10,000 jobs, hence the longer life below
+            workers = lab_runs.workers(lab)
+            records = lab_runs.runs(lab)  # every record: about 0.7 s at 10,000 jobs, hence the longer life below
             cost = time.monotonic() - started
             found = _SUMMARIES[root] = (time.monotonic() + max(SUMMARY_TTL_S, cost / SUMMARY_COST_SHARE), {
                 "workers": workers, "queued": sum(r.status == "queued" for r in records),
@@ -32,7 +33,7 @@ def worker_summary(store: Store) -> dict[str, Any]:
     return dict(found[1])
 
 
-def forget_summary(store: Store) -> None:
+def forget_summary(lab: Lab) -> None:
     """The queue changed: the next status line reads it again instead of the shared reading."""
     with _SUMMARIES_LOCK:
-        _SUMMARIES.pop(str(store.root), None)
+        _SUMMARIES.pop(str(lab.root), None)
