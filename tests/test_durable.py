@@ -119,3 +119,19 @@ def test_a_writer_that_fails_on_a_full_disk_without_saying_so_fails_as_a_full_di
         durable.write_file(tmp_path / "resume.pt", torch_like)
     assert raised.value.errno == errno.ENOSPC and health.is_disk_full(raised.value)
     assert list(tmp_path.iterdir()) == []  # nothing half-written left
+
+
+def test_an_attempt_clears_what_a_killed_writer_left_and_keeps_a_live_ones(tmp_path):
+    from labcore import jobs
+    from labcore.execution.attempt import run_attempt
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "kinds"))
+    jobs.load_modules("toy_jobs")
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = tmp_path / f".resume.pt.{gone.pid}.tmp"
+    live = tmp_path / f".resume.pt.{os.getppid()}.tmp"  # a writer still running (this test's parent)
+    left.write_bytes(b"half")
+    live.write_bytes(b"half")
+    list(run_attempt("count", {"n": 1}, JobContext(workdir=tmp_path), store_root=tmp_path, min_free_mb=0))
+    assert not left.exists() and live.exists()
