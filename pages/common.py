@@ -199,6 +199,8 @@ def pick_run(lab, *, key: str, label: str = "Run", statuses: Sequence[str] | Non
     reads only the newest: 10,000 records take over half a second); a run named in the address is offered
     too."""
     records = [r for r in (lab_runs.runs(lab) if runs is None else runs) if statuses is None or r.status in statuses]
+    hidden = hidden_runs(lab)  # a class lesson's runs, until the teacher reveals them
+    records = [r for r in records if r.key not in hidden]
     if where is not None:
         records = [r for r in records if where(r)]
     records = records[::-1]
@@ -213,8 +215,9 @@ def pick_run(lab, *, key: str, label: str = "Run", statuses: Sequence[str] | Non
         except LabError:
             wanted = None
         found = lab_runs.record(lab, wanted) if wanted and wanted not in by_key and runs is not None else None
-        if found and found.kind == "run" and (statuses is None or found.status in statuses) and (
-                where is None or where(found)):  # older than the newest ``runs`` the page read: offered too
+        # older than the newest ``runs`` the page read: offered too
+        if found and found.kind == "run" and found.key not in hidden and (
+                statuses is None or found.status in statuses) and (where is None or where(found)):
             keys.append(wanted)
             by_key[wanted] = found
     if f"w:{key}" not in st.session_state and wanted not in by_key:  # arriving from the menu

@@ -183,3 +183,19 @@ def test_the_class_votes_a_what_if_and_the_teacher_queues_the_winner(lab):
     teacher = press(teacher.run(), "Reveal the what-if")
     shown = texts(voters[0].run())
     assert "mapping unused 0.88" in shown, shown
+
+
+def test_a_students_run_pickers_leave_out_a_lesson_until_its_reveal(lab):
+    sitting = sittings.open_sitting(lab.root, catalogue.get("dna"))
+    key = runs.lesson_keys(catalogue.get("dna"))[0]
+
+    def offered() -> list[str]:
+        at = AppTest.from_file(str(Path(PAGE).parent / "attention.py"), default_timeout=60)
+        at.secrets["teacher_passcode"] = PASSCODE
+        at.query_params["run"] = key
+        at = at.run()
+        return [option for box in at.selectbox for option in box.options]
+
+    assert not any(key[:8] in option for option in offered())
+    sittings.set_phase(lab.root, sitting.code, "revealed")
+    assert any(key[:8] in option for option in offered())
