@@ -87,8 +87,9 @@ CUTS = {
               "L1s: nested, flat, uniform, zipf and English only (no amino acids, Java, Kannada, nested over "
               "uniform tokens or small vocabularies); English is Jane Austen's novels (about 0.9 M tokens), "
               "not Wikipedia",
-              "fine-tunes: 80 optimiser steps (batch 16, lr 1e-3) on 1,280 training examples, evaluated twice, "
-              "instead of Chiang's 800-33k steps per GLUE task at 1e-5 to 5e-5",
+              ("ListOps fine-tunes" if _miniature_runs() else "fine-tunes") + ": 80 optimiser steps (batch 16, lr "
+              "1e-3) on 1,280 training examples, evaluated twice, instead of Chiang's 800-33k steps per GLUE task at "
+              "1e-5 to 5e-5",
               "two tasks (movie-review sentiment, ListOps of at most 62 tokens) for the 8 GLUE tasks",
               *cuts((MINIATURES[name] for name in MINIATURES), "chiang")),
     "standard": ("the lab's CPU model size; 2,000 pretraining steps of 32 sequences; L1s nested, flat, uniform, "
