@@ -65,15 +65,20 @@ def _keys(plan: Plan) -> list[str]:
 
 
 def drive_round(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | None, executor: Any,
-                cap_s: float = math.inf) -> list[Standing]:
+                cap_s: float = math.inf, seen: dict[str, tuple[tuple, Standing]] | None = None) -> list[Standing]:
     """One look at every recipe: grow its plan from the store, submit what is ready, say where it stands. A recipe
-    has ended when every job of its plan has ended and the rule, looking at them, adds no more."""
+    has ended when every job of its plan has ended and the rule, looking at them, adds no more. ``seen`` keeps each
+    recipe's last standing: its report (figures included) is built again only once a job of it has ended."""
+    seen = {} if seen is None else seen
     out = []
     for recipe in recipes:
         plan = plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s)
         progress = advance(plan, executor)
         ended = progress.ended and plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s).steps == plan.steps
-        out.append(standing(recipe, plan, executor.store, ended))
+        state = (len(plan.steps), progress.done, progress.failed, ended)
+        if recipe.name not in seen or seen[recipe.name][0] != state:
+            seen[recipe.name] = (state, standing(recipe, plan, executor.store, ended))
+        out.append(seen[recipe.name][1])
     return out
 
 
@@ -83,8 +88,9 @@ def drive_all(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | Non
     """Drive ``recipes`` until each has ended; print each recipe's line when it changes (at most once a
     ``report_every_s`` for the ETA alone). Returns the last standings."""
     shown: dict[str, tuple[str, float]] = {}
+    seen: dict[str, tuple[tuple, Standing]] = {}
     while True:
-        standings = drive_round(recipes, budget, seeds, executor, cap_s)
+        standings = drive_round(recipes, budget, seeds, executor, cap_s, seen)
         now = time.monotonic()
         for row in standings:
             line = row.line(getattr(executor, "workers", 1))
