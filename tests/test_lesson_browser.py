@@ -43,7 +43,6 @@ def _stock(cache: Path) -> None:
 @pytest.fixture
 def served(tmp_path):
     _need_a_browser()
-    pytest.importorskip("pypdf")
     (tmp_path / "here" / ".streamlit").mkdir(parents=True)
     (tmp_path / "here" / ".streamlit" / "secrets.toml").write_text(f'teacher_passcode = "{PASSCODE}"\n')
     _stock(tmp_path / "cache")

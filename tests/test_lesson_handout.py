@@ -34,8 +34,9 @@ def test_the_html_handout_holds_the_lesson_and_no_names(answered):
 
 @pytest.mark.skipif(not shutil.which("chromium") and not shutil.which("/usr/bin/chromium"), reason="no Chromium")
 def test_the_pdf_handout_is_printed_by_chromium_with_its_text(answered):
-    pypdf = pytest.importorskip("pypdf")
     import io
+
+    import pypdf  # in requirements.txt: the handout's text is read back, never skipped
 
     lesson, measured = answered
     pdf = handout_pdf(handout_html(lesson, measured, [0.9, 0.6]))
