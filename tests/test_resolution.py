@@ -130,7 +130,19 @@ def test_a_run_from_the_page_is_resolved_once_and_the_worker_reads_the_stored_re
     from labcore.execution.worker import Worker
     from labcore.store import open_store
 
-    monkeypatch.setattr(LocalExecutor, "_wake_workers", lambda self: None)  # the worker runs below, in this process
+    from labcore.execution.pool import stop_workers
+
+    # The worker runs below, in this process: neither a submission nor a page (which starts one when jobs wait and
+    # none is alive) may start another, which would outlive the test.
+    monkeypatch.setattr(LocalExecutor, "_wake_workers", lambda self: None)
+    monkeypatch.setattr(LocalExecutor, "ensure_workers", lambda self: [])
+    try:
+        _page_run_resolved_once(AppTest, Worker, open_store, resolutions, no_resolution)
+    finally:
+        stop_workers(open_store(), timeout_s=10)
+
+
+def _page_run_resolved_once(AppTest, Worker, open_store, resolutions, no_resolution) -> None:
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=120).run()
     at = at.switch_page("pages/new_experiment.py").run()
     at.selectbox(key="w:exp.discipline").select("bits-xor").run()
