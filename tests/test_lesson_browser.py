@@ -73,6 +73,9 @@ def test_a_teacher_and_three_students_through_one_lesson(served):
 
     base, tmp_path = served
     IMAGES.mkdir(parents=True, exist_ok=True)
+    # expect() waits 5 s by default, not the pages' default timeout: on two busy cores a student's page, which
+    # looks for the reveal every 2 s, took longer than that to show it. Every condition gets a generous limit.
+    expect.set_options(timeout=60_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True, args=FLAGS)
         try:
