@@ -87,8 +87,11 @@ def server(tmp_path, fetched_assets):
 @contextlib.contextmanager
 def chromium_page(height: int):
     """A page of a fresh headless Chromium, 1400 pixels wide, closed afterwards whatever happens."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
+    # expect() waits 5 s by default, not the page's default timeout: on two busy cores a chart that Streamlit
+    # was still laying out read as hidden for longer than that. Every condition gets the page's limit.
+    expect.set_options(timeout=60_000)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=FLAGS)
         try:
