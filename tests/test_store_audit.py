@@ -165,10 +165,10 @@ def test_a_checkpoint_written_whole_loads(store, tmp_path):
 
 
 def test_folders_of_no_job_are_kept_aside_or_added_back_and_dead_writers_temporaries_deleted(store):
-    key = finished_runs(store, 1)[0]
+    key, other = finished_runs(store, 2)
     kept = json.loads((store.workdir(key) / RECORD_FILE).read_text())
     with store.transaction():
-        store.table.drop([key])  # its folder, with its record.json, is left: repair adds it back
+        store.table.drop([key, other])  # their folders, with their record.json, are left: repair adds them back
     stray = store.runs_dir / "strayfolder"
     stray.mkdir()
     (stray / "weights.bin").write_bytes(b"x" * 100)
@@ -179,6 +179,8 @@ def test_folders_of_no_job_are_kept_aside_or_added_back_and_dead_writers_tempora
     assert _invariants(store) == {("folder", "rebuild"), ("folder", "lost-and-found")}
     actions = _repaired(store)
     assert store.get(key).result == kept["result"] and store.get(key).extra.get("rebuilt")
+    assert store.get(other).extra.get("rebuilt")
+    assert [a for a in actions if "added" in a] == ["added 2 job(s) back from the finished records in their folders"]
     assert (store.root / "lost+found" / "strayfolder" / "weights.bin").read_bytes() == b"x" * 100
     assert any("nothing deleted" in a for a in actions)
     assert ("folder", "delete-file") in _invariants(store)  # the folder is a job's again: its temporaries count

@@ -26,7 +26,7 @@ from labcore import jobs
 from labcore.errors import LabError
 from labcore.events import FREQUENT, RESULT, START, STEP, LogEvent, OutcomeEvent, ResultEvent
 from labcore.jobs import JobContext
-from labcore.store import Fenced, Store, StoreSettings, audit, health
+from labcore.store import Fenced, Store, StoreSettings, health
 
 ENDINGS = ("done", "diverged", "cancelled", "interrupted", "failed")  # how a handler's attempt can end
 
@@ -218,10 +218,9 @@ def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_
         kind = jobs.get_kind(kind_name)
         ctx = dataclasses.replace(ctx, checkpoint=kind.checkpoint)  # the kind names its file, once
         ctx.workdir.mkdir(parents=True, exist_ok=True)
-        for tmp in audit.left_temporaries(ctx.workdir):
-            # A write an earlier attempt's kill cut short (its writer is gone): this attempt holds the job now,
-            # and a writer that is only stalled could not commit its file anyway (its rename is fenced).
-            tmp.unlink(missing_ok=True)
+        # Writes an earlier attempt's kill cut short (their writers are gone): this attempt holds the job now,
+        # and a writer that is only stalled could not commit its file anyway (its rename is fenced).
+        health.remove_partial_files(ctx.workdir)
         if health.free_mb(ctx.workdir) < min_free_mb:
             # Checkpoints and weights need room; failing now beats failing at the first checkpoint.
             raise LabError(health.disk_full_message(store_root)
@@ -254,5 +253,5 @@ def run_attempt(kind_name: str, spec: dict[str, Any], ctx: JobContext, *, store_
     if outcome.status not in ENDINGS:
         outcome.error = outcome.error or f"the job reported an unknown status {outcome.status!r}"
         outcome.status = "failed"
-    health.remove_partial_files(ctx.workdir)  # what a failed or refused write left behind
+    health.remove_partial_files(ctx.workdir, os.getpid())  # what a failed or refused write left behind
     yield outcome

@@ -31,13 +31,12 @@ from typing import Any, Iterator
 
 from labcore.events import ATTEMPT, RESULT, STEP
 from labcore.store.artifacts import RECORD_FILE
-from labcore.store.liveness import process_state
+from labcore.store.health import partial_files
 from labcore.store.settings import FINISHED
 from labcore.store.usage import folder_bytes
 
 QUEUE_ENTRY = re.compile(r"^q\d")  # diskcache push keys: q<priority><requester>-<number>
 LOST_AND_FOUND = "lost+found"  # in the store folder, beside runs/: folders of no job, kept rather than deleted
-TEMPORARY = re.compile(r"^\.(.+)\.(\d+)\.tmp$")  # labcore.durable.temp_beside: .NAME.PID.tmp
 
 
 @dataclass(frozen=True)
@@ -217,12 +216,6 @@ def unloadable(path: Path) -> str:
     return ""
 
 
-def left_temporaries(folder: Path) -> list[Path]:
-    """Temporary files (``.NAME.PID.tmp``) whose writer is no longer running: a write a kill cut short."""
-    return [p for p in folder.iterdir() if (m := TEMPORARY.match(p.name)) and p.is_file()
-            and process_state(int(m.group(2))) in ("gone", "zombie")]
-
-
 def _folders(store: Any, records: dict[str, Any]) -> Iterator[Finding]:
     runs = store.runs_dir
     if not runs.is_dir():
@@ -236,6 +229,6 @@ def _folders(store: Any, records: dict[str, Any]) -> Iterator[Finding]:
                                                  f"that store du does not count)", kept,
                           "rebuild" if (folder / RECORD_FILE).is_file() else "lost-and-found", str(folder))
             continue
-        for tmp in left_temporaries(folder):
+        for tmp in partial_files(folder):
             yield Finding("folder", folder.name, f"{tmp.name} is left from a write that was cut short",
                           "store repair deletes it", "delete-file", str(tmp))

@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 from pathlib import Path
@@ -22,6 +23,7 @@ import diskcache
 
 from labcore.store.disk import JSONDisk
 from labcore.store.errors import REPAIR_HINT, StoreDamaged, UnsafeValue
+from labcore.store.liveness import process_state
 
 FOLDER_MODE = 0o700
 FILE_MODE = 0o600
@@ -103,13 +105,31 @@ def disk_full_message(path: Path) -> str:
             f"then resume the job")
 
 
-def remove_partial_files(folder: Path, pid: int | None = None) -> list[Path]:
-    """Delete the temporary files this process was writing for a job when it stopped (``.NAME.PID.tmp``).
+# labcore.durable.temp_beside names a file being written ``.NAME.PID.tmp``, PID its writer.
+TEMPORARY = re.compile(r"^\.(.+)\.(\d+)\.tmp$")
 
-    Only its own: another attempt of the same job (resumed elsewhere while this one stalled) may be
-    writing its checkpoint in the same folder right now."""
+
+def partial_files(folder: Path, writer: int | None = None) -> list[Path]:
+    """The temporaries of a job's folder that no write will commit: process ``writer``'s own (it stopped), or,
+    where ``writer`` is None, those whose writer is no longer running (a kill cut the write short).
+
+    Never a live writer's other than ``writer``: another attempt of the same job (resumed elsewhere while one
+    stalled) may be writing its checkpoint in the same folder right now."""
+    found = []
+    for path in Path(folder).glob(".*.tmp"):
+        match = TEMPORARY.match(path.name)
+        if not match or not path.is_file():
+            continue
+        pid = int(match.group(2))
+        if pid == writer if writer is not None else process_state(pid) in ("gone", "zombie"):
+            found.append(path)
+    return found
+
+
+def remove_partial_files(folder: Path, writer: int | None = None) -> list[Path]:
+    """Delete :func:`partial_files` (``writer``'s, or those of dead writers); the ones removed."""
     removed = []
-    for path in Path(folder).glob(f".*.{pid or os.getpid()}.tmp"):
+    for path in partial_files(folder, writer):
         try:
             path.unlink()
             removed.append(path)

@@ -82,7 +82,11 @@ def repair(root: Path) -> Report:
         repair_database(root, report)
     store = Store(root)
     try:
+        rebuilt = False
         for finding in audit.audit(store):
+            if finding.action == "rebuild" and rebuilt:
+                continue  # one rebuild adds back the job of every folder that holds a finished record
+            rebuilt = rebuilt or finding.action == "rebuild"
             report.actions += fix(store, finding)
     finally:
         store.close()
