@@ -26,7 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from labcore.errors import LabError
 from labcore.fmt import fmt_duration
-from labcore.recipes import tuning
+from labcore.recipes import needs, tuning
 from labcore.recipes.base import Plan, Recipe, Step
 from labcore.recipes.keys import mentions, step_key
 from labcore.recipes.report import step_in, wall_seconds
@@ -272,6 +272,7 @@ def advance(plan: Plan, executor: Any, *, priority: str = "sweep", who: str | No
         records = {step: store.get(step_key(step)) for step in stage}
         wanted = [s for s, r in records.items() if r is None or (retry and r.stopped)]
         if wanted:
+            needs.require(plan)  # before a job of a plan that cannot run here is queued, with the fix
             for step in wanted:
                 if held:  # the requester's queue is full: the rest of the stage waits for the next advance
                     held += 1
