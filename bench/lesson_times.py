@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -22,15 +21,6 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 TARGET_S = 300  # a lesson's runs at the quick budget fit in five minutes on two cores
-
-
-def machine() -> str:
-    info = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    model = re.search(r"model name\s*:\s*(.+)", info)
-    found = re.search(r"flags\s*:\s*(.+)", info)
-    flags = set(found.group(1).split()) if found else set()
-    wanted = [f for f in ("avx2", "avx512f", "avx512_bf16", "amx_bf16") if f in flags]
-    return f"{model.group(1) if model else 'unknown CPU'}, {os.cpu_count()} cores, flags: {' '.join(wanted) or 'none'}"
 
 
 def load() -> str:
@@ -47,14 +37,15 @@ def run_lesson(name: str, folder: Path) -> tuple[float, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    sys.path.insert(0, str(REPO))
+    from recipe_drive import cpu_words  # puts the repository on the path too
+
     from labcore.lessons import catalogue
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("names", nargs="*", help="lessons (default: every one)")
     args = parser.parse_args(argv)
     names = args.names or catalogue.names()
-    print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC · {machine()} · "
+    print(f"{time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC · {cpu_words()}, {os.cpu_count()} cores · "
           f"workers {os.environ.get('TRANSFERLAB_WORKERS', '1')}", flush=True)
     over = []
     with tempfile.TemporaryDirectory(prefix="lesson-times-") as tmp:
