@@ -30,6 +30,7 @@ from labcore.execution.lifetime import FOR_SOMEONE, Lifetime
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import advance, plan_for, results_of, seeds_words
 from labcore.recipes.export import headline_count, verdict_table
+from labcore.recipes.keys import step_key
 from labcore.store import open_store
 
 
@@ -73,9 +74,13 @@ def drive(name: str, args: argparse.Namespace, executor: LocalExecutor) -> pd.Da
     counts = headline_count(report)
     decided = counts.get("holds", 0) + counts.get("does not hold", 0)
     total = sum(counts.values())
+    tested = total - counts.get("not tested", 0)
     print(f"\n{name} ({args.budget}): {seeds_words(plan)}")
-    print(f"  the paper's claims: {decided} of {total} decided ({decided / max(total, 1):.0%}): {counts}")
-    print(f"  run time of its jobs {report.wall_s / 60:.1f} CPU minutes, wall {wall / 60:.1f} min, on {cpu_words()}")
+    print(f"  the paper's claims: {tested} of {total} tested ({tested / max(total, 1):.0%}), {decided} decided "
+          f"({decided / max(total, 1):.0%}): {counts}")
+    print(f"  run time of its jobs {report.wall_s / 60:.1f} CPU minutes, wall {wall / 60:.1f} min here, "
+          f"{store_wall(plan, executor.store) / 60:.1f} min from its first job's submission to its last job's end "
+          f"(a drive resumed or driven by another command), on {cpu_words()}")
     for claim, verdict in report.claims:
         who = "" if claim.headline else " [the lab's question]"
         print(f"  {verdict.word:14s} {verdict.claim}{who}: {verdict.why()}")
@@ -83,6 +88,14 @@ def drive(name: str, args: argparse.Namespace, executor: LocalExecutor) -> pd.Da
     table.insert(0, "recipe", name)
     table["wall_s_recipe"] = round(wall)
     return table
+
+
+def store_wall(plan, store) -> float:
+    """Seconds from the first submission of the plan's jobs to the end of the last, as the store recorded them."""
+    records = [r for r in (store.get(step_key(step)) for step in plan.steps) if r is not None]
+    starts = [r.submitted_at for r in records if r.submitted_at]
+    ends = [r.finished_at for r in records if r.finished_at]
+    return max(ends) - min(starts) if starts and ends else math.nan
 
 
 def main() -> None:
