@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from labcore.results import metrics
-from labcore.engine import speed  # noqa: E402
+from labcore.engine import run_results, speed  # noqa: E402
 from labcore import data as disciplines  # noqa: E402
 from labcore import spec as spec_lib  # noqa: E402
 from labcore.data import fields  # noqa: E402
@@ -187,7 +187,7 @@ def specs_of(case: Case, seeds: int) -> list:
 def done_records(executor) -> list[RunRecord]:
     """The finished runs of the model and protocol: what New experiment reads its speed from."""
     wanted = (MODEL, PROTOCOL)
-    keys = [r.key for r in executor.store.runs(status="done")
+    keys = [r.key for r in run_results.runs(executor.store, status="done")
             if (r.spec.get("model"), r.spec.get("protocol")) == wanted]
     return [RunRecord.from_dict(result) for key in keys if (result := executor.result(key))]
 

@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
+from labcore.engine import run_results
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
 from labcore.spec import RunSpec, make_spec
@@ -219,7 +220,7 @@ def runs(*, store: Store | str | None = None, **filters: Any) -> pd.DataFrame:
     if unknown:
         raise LabError(f"runs() cannot filter on {', '.join(unknown)}; filter on group or a column: "
                        f"{', '.join(RUN_COLUMNS)}")
-    table = pd.DataFrame([_row(r) for r in the_store.runs(group=group)], columns=list(RUN_COLUMNS))
+    table = pd.DataFrame([_row(r) for r in run_results.runs(the_store, group=group)], columns=list(RUN_COLUMNS))
     for name, value in filters.items():
         wanted = list(value) if isinstance(value, (list, tuple, set)) else [value]
         table = table[table[name].isin(wanted)]

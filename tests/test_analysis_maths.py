@@ -329,8 +329,9 @@ def test_logme_prefers_features_that_determine_the_labels():
 
 # ------------------------------------------------------------------------------------------- layer curves
 def test_layer_curves_are_sweeps_of_protocols_with_their_reference_runs():
-    from labcore.analysis.curves import curve_figure, curve_specs, curve_table
+    from labcore.analysis.curves import CURVES, curve_specs, curve_table
     from labcore.errors import LabError
+    from labcore.figures.analysis import layer_curve_figure
     from labcore.results.record import RunRecord
     from labcore.spec import make_spec
 
@@ -346,7 +347,8 @@ def test_layer_curves_are_sweeps_of_protocols_with_their_reference_runs():
     assert list(points["x"]) == [0.0, 1.0, 2.0] and list(points["n"]) == [2, 2, 2]
     assert np.allclose(points["mean"], [0.505, 0.605, 0.705])
     assert set(table["reference"]) == {"", "full fine-tune, pretrained", "full fine-tune, random"}
-    fig = curve_figure("reinit_after", records)
+    curve = CURVES["reinit_after"]
+    fig = layer_curve_figure(table, name=curve.name, title=curve.title, x_label=curve.x_label)
     assert len(fig.data) == 1 and len(fig.layout.shapes) == 2  # the curve and two reference lines
     with pytest.raises(LabError, match="valid curves"):
         curve_specs("nope", base, layers=2)

@@ -15,6 +15,7 @@ import pytest
 from labcore.archive import ArchiveDamaged, export, import_archive, verify
 from labcore.cli.main import main as cli_main
 from labcore.results.compare import sweep_table
+from labcore.engine import run_results
 from labcore.jobs import new_job
 from labcore.results.record import RunRecord
 from labcore.spec import make_spec
@@ -78,7 +79,7 @@ def change_byte(archive: Path, inside: bytes, at: int) -> None:
 
 
 def table(store: Store, keys) -> pd.DataFrame:
-    return sweep_table([store.get_result(k) for k in keys])
+    return sweep_table([run_results.result(store, k) for k in keys])
 
 
 def test_a_round_trip_into_an_empty_lab_gives_the_same_compare_table(lab, tmp_path, monkeypatch):

@@ -175,7 +175,7 @@ def test_live_curves_and_figures_are_built_once_per_cursor_for_every_session(tmp
         builds = []
         figures = common.FigureCache()
         for _ in range(3):  # three sessions asking for the same figure
-            figures.get(("sig", 1), lambda: builds.append(1) or (common.figures.loss_curves([]), []))
+            figures.get(("sig", 1), lambda: builds.append(1) or (common.views.loss_curves([]), []))
         assert builds == [1]
     finally:
         store.close()
@@ -253,7 +253,7 @@ def test_a_students_paper_budget_and_local_model_are_refused_naming_the_teachers
         student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="local:/srv/weights"))
     with pytest.raises(StudentLimit, match="hub: models.*student_hub_models"):
         student.submit(make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, model="hub:bert-base-uncased"))
-    assert store.keys(kind=None) == []  # nothing refused was queued
+    assert store.keys() == []  # nothing refused was queued
     specs = [make_spec(discipline="bits-xor", discipline_params=SMALL_BITS, seed=i) for i in range(3)]
     with pytest.raises(StudentLimit, match="2 job\\(s\\) waiting.*this asks for 3.*max_queued_per_student"):
         student.submit_group("mine", specs)
@@ -390,15 +390,15 @@ def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(t
     store = open_store(tmp_path / "store")  # the one the lab below reads
     lab = Lab(store.root)
     clock, reads = [100.0], []
-    real_runs = store.runs
+    real_jobs = store.jobs
 
-    def slow_runs(**options):  # a large store: every reading of all records takes half a second
+    def slow_jobs(**options):  # a large store: every reading of all records takes half a second
         reads.append(clock[0])
         clock[0] += 0.5
-        return real_runs(**options)
+        return real_jobs(**options)
 
     monkeypatch.setattr(summary.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(store, "runs", slow_runs)
+    monkeypatch.setattr(store, "jobs", slow_jobs)
     monkeypatch.setattr(summary, "_SUMMARIES", {})
     try:
         summary.worker_summary(lab)

@@ -17,6 +17,7 @@ from labcore.data import upload
 from labcore.data.base import fold_split, stratified_folds
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
+from labcore.engine import run_results
 from labcore.engine.resolve import resolve_spec
 from labcore.spec import make_spec
 from labcore.engine.speed import had_the_machine, measured_speed
@@ -160,7 +161,7 @@ def test_a_106_row_csv_in_5_folds_gives_5_runs_whose_compare_row_has_n_5():
     finally:
         stop_workers(store, timeout_s=30)
     assert [store.get(k).status for k in keys] == ["done"] * 5, [store.log(k)[-800:] for k in keys]
-    records = [store.get_result(k) for k in keys]
+    records = [run_results.result(store, k) for k in keys]
     assert sum(r.test_examples for r in records) == 106  # every record tested once
     assert {r.train_tokens for r in records} == {22.0}  # 20 symbols, [CLS] and [SEP]: the speed New experiment uses
     # Every fold counts toward the speed New experiment promises; a fold that shared a busy machine (another

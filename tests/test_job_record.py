@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from labcore.engine import run_results
 from labcore.store.job_record import JobRecord, job_record
 
 STORED = {
@@ -63,7 +64,7 @@ def test_the_store_reads_records_as_job_records_and_stores_the_same_dicts(store)
     record = store.get(key)
     assert isinstance(record, JobRecord) and record.status == "queued" and record.started_by == "ann"
     assert record.to_dict() == store.table.get(key)
-    assert store.record(key) == record and store.jobs() == [record] and store.runs() == [record]
+    assert store.record(key) == record and store.jobs() == [record] and run_results.runs(store) == [record]
     assert store.status(key).record == record and store.cancel(key).status == "cancelled"
 
 

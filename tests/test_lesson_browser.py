@@ -28,6 +28,7 @@ GUESSES = {"Ada": 38, "Bob": -20, "Cy": 40}  # arrow presses from the slider's m
 
 def _stock(cache: Path) -> None:
     """The dna lesson's two runs and its what-if run ("unused") as finished results in the store."""
+    from labcore.engine import run_results
     from labcore.jobs import key_of
     from labcore.lessons import catalogue, runs
     from labcore.results.record import RunRecord
@@ -37,9 +38,10 @@ def _stock(cache: Path) -> None:
     store = Store(cache / "store")
     keys = runs.lesson_keys(lesson) + (key_of(runs.whatif_spec(lesson, "unused")),)
     for key, value in zip(keys, (0.913, 0.551, 0.876)):
-        store.put_result(RunRecord(key=key, spec={}, status="done", metric="accuracy", test={"accuracy": value},
-                                   baseline={"majority": 0.52}, test_examples=1276, val_curve=[[120, value]],
-                                   best_step=120, steps_done=120))
+        run_results.put_result(store, RunRecord(key=key, spec={}, status="done", metric="accuracy",
+                                                test={"accuracy": value}, baseline={"majority": 0.52},
+                                                test_examples=1276, val_curve=[[120, value]], best_step=120,
+                                                steps_done=120))
     store.close()
 
 

@@ -74,9 +74,11 @@ def test_predictions_survive_a_restart(store):
 
 
 def test_sittings_travel_with_an_archive_and_go_with_their_deletion(store, tmp_path):
+    from labcore.engine import run_results
     from labcore.store import Store
 
-    store.put_result(RunRecord(key="a" * 20, spec={}, status="done", metric="accuracy", test={"accuracy": 0.9}))
+    run_results.put_result(store, RunRecord(key="a" * 20, spec={}, status="done", metric="accuracy",
+                                            test={"accuracy": 0.9}))
     sitting = sittings.open_sitting(store.root, catalogue.get("dna"))
     token = sittings.join(store.root, sitting.code, "Ada")
     sittings.predict(store.root, sitting.code, token, 0.9)

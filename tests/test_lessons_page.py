@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from labcore.engine import run_results
 from labcore.lessons import catalogue, runs, sittings
 from labcore.results.record import RunRecord
 from labcore.store import open_store
@@ -27,9 +28,10 @@ def lab(tmp_path, monkeypatch):
     for name, values in (("dna", (0.913, 0.551)), ("bits", (0.80, 0.50))):
         for key, value in zip(runs.lesson_keys(catalogue.get(name)), values):
             metric = "bit_accuracy" if name == "bits" else "accuracy"
-            store.put_result(RunRecord(key=key, spec={}, status="done", metric=metric, test={metric: value},
-                                       baseline={"majority": 0.52} if name == "dna" else {}, test_examples=400,
-                                       val_curve=[[20, value]], best_step=20, steps_done=20))
+            run_results.put_result(store, RunRecord(key=key, spec={}, status="done", metric=metric,
+                                                    test={metric: value}, test_examples=400,
+                                                    baseline={"majority": 0.52} if name == "dna" else {},
+                                                    val_curve=[[20, value]], best_step=20, steps_done=20))
     return store
 
 
@@ -167,8 +169,9 @@ def test_the_class_votes_a_what_if_and_the_teacher_queues_the_winner(lab):
     sittings.set_phase(lab.root, sitting.code, "running")
     sittings.set_phase(lab.root, sitting.code, "revealed")
     winner = key_of(runs.whatif_spec(lesson, "unused"))
-    lab.put_result(RunRecord(key=winner, spec={}, status="done", metric="accuracy", test={"accuracy": 0.876},
-                             baseline={"majority": 0.52}, test_examples=400, val_curve=[[20, 0.876]], best_step=20))
+    run_results.put_result(lab, RunRecord(key=winner, spec={}, status="done", metric="accuracy",
+                                          test={"accuracy": 0.876}, baseline={"majority": 0.52}, test_examples=400,
+                                          val_curve=[[20, 0.876]], best_step=20))
     teacher = press(page(teacher=True, params={"sitting": sitting.code}), "Open the vote")
     voters = []
     for name, option in (("Ada", "unused"), ("Bob", "unused"), ("Cy", "shift")):

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from labcore.engine import run_results
 from labcore.errors import LabError
 
 from labcore.execution.executor import LocalExecutor
@@ -311,7 +312,7 @@ def test_the_experiment_form_submits_a_spec(tmp_path, monkeypatch):
         assert f"--model local:{model}" in code and "--max-steps 4" in code and "--protocol frozen" in code
         at.button(key="btn.exp.run").click().run()
         no_exception(at)
-        records = store.runs()
+        records = run_results.runs(store)
         assert len(records) == 1
         spec = records[0].spec
         assert (spec["model"], spec["discipline"], spec["protocol"], spec["max_steps"]) == \

@@ -25,6 +25,7 @@ import pytest
 ray = pytest.importorskip("ray", reason="Ray is not installed: `pip install -r requirements-ray.txt` (make test does)")
 
 from labcore import jobs  # noqa: E402
+from labcore.engine import run_results  # noqa: E402
 from labcore.errors import LabError  # noqa: E402
 from labcore.execution.executor import RayExecutor  # noqa: E402
 from labcore.jobs.attention import RESULT_FILE, AttentionSpec  # noqa: E402
@@ -241,7 +242,7 @@ def test_tune_sweeps_one_spec_with_asha_each_trial_a_run_in_the_store(executor, 
     assert len(outcome.grid) == 3 and not outcome.grid.errors
     assert (outcome.experiment.parent == tmp_path / "tune") and outcome.experiment.is_dir()  # Tune's own files
 
-    runs = store.runs(group="tune-test")
+    runs = run_results.runs(store, group="tune-test")
     assert [r.spec["lr"] for r in runs] == [1e-5, 1e-3, 1e-2]
     for record in runs:
         events, result = store.events(record.key), RunRecord.from_dict(record.result)

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from labcore import jobs
+from labcore.engine import run_results
 from labcore.machine import device as devices
 from labcore.spec import make_spec
 
@@ -154,7 +155,7 @@ def _page_run_resolved_once(AppTest, Worker, open_store, resolutions, no_resolut
     assert not at.exception, [e.message for e in at.exception]
     assert resolutions == [0]  # shown and submitted: one resolution
     store = open_store()
-    [queued] = store.runs()
+    [queued] = run_results.runs(store)
     no_resolution()
     Worker(store, exit_when_idle=True).serve()
     record = store.get(queued.key)

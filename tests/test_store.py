@@ -20,8 +20,9 @@ from labcore.results.record import RunRecord
 from labcore.spec import make_spec
 from labcore.events import curves_from_events
 from labcore.jobs import new_job
+from labcore.engine import run_results
 from labcore.engine.resolve import resolve_spec
-from labcore.store import Store, StoreSettings, open_store, process_state
+from labcore.store import NewJob, Store, StoreSettings, open_store, process_state
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -254,7 +255,7 @@ def test_a_sweep_is_a_named_group_of_specs(store):
     subs = store.submit_group("seeds", [new_job(spec(i)) for i in range(3)])
     assert [s.outcome for s in subs] == ["cached", "queued", "queued"]
     assert store.group("seeds")["keys"] == [s.key for s in subs]
-    assert [r.key for r in store.runs(group="seeds", status="queued")] == [subs[1].key, subs[2].key]
+    assert [r.key for r in store.jobs(group="seeds", status="queued")] == [subs[1].key, subs[2].key]
     assert store.groups() == ["seeds"]
     with pytest.raises(LabError, match="sweeps in the store: seeds"):
         store.group("other")
@@ -273,21 +274,33 @@ def test_a_group_is_submitted_whole_in_order_or_not_at_all(store):
     with pytest.raises(LabError, match="needs job f{64}"):
         store.submit_group("mixed", [new_job(spec(500)), new_job(body)])
     assert "mixed" not in store.groups() and len(store.keys()) == 302
-    newest = store.runs(newest=3)  # a page's read of a large lab: the last three, in submission order
+    newest = store.jobs(newest=3)  # a page's read of a large lab: the last three, in submission order
     assert [r.key for r in newest] == store.keys()[-3:]
-    assert [r.key for r in store.runs(newest=2, status="queued", group="big")] == store.group("big")["keys"][-2:]
+    assert [r.key for r in store.jobs(newest=2, status="queued", group="big")] == store.group("big")["keys"][-2:]
 
 
 def test_in_process_results_are_served_like_worker_results(store):
     resolved = resolve_spec(spec())
     record = RunRecord(key=resolved.key, spec=resolved.to_dict(), status="done", steps_done=4, total_steps=4,
                        train_loss=[[4, 0.25]])
-    store.put_result(record)
-    assert store.get_result(resolved.key) == record
+    run_results.put_result(store, record)
+    assert run_results.result(store, resolved.key) == record
     assert submit(store, spec()).outcome == "cached"
     status = store.status(resolved.key)
     assert (status.status, status.step, status.loss) == ("done", 4, 0.25)
     assert store.run_dir(resolved.key) == store.workdir(resolved.key)
+
+
+def test_a_job_finished_in_process_is_recorded_as_its_caller_describes_it(store):
+    # the store knows no kind: the kind, label and checkpoint are the caller's, none is filled in as a run's
+    job = NewJob(kind="noise", key="n" * 20, spec={"x": 1}, label="a noise job", checkpoint="state.bin")
+    store.put_finished(job, status="done", result={"value": 3})
+    record = store.get(job.key)
+    assert (record.kind, record.label, record.checkpoint, record.result) == ("noise", "a noise job", "state.bin",
+                                                                             {"value": 3})
+    assert store.keys() == [job.key] and store.keys(kind="run") == [] and run_results.runs(store) == []
+    with pytest.raises(LabError, match="no status it can end with"):
+        store.put_finished(job, status="running", result={})
 
 
 def test_artifacts_are_the_files_in_the_run_folder(store):
@@ -343,7 +356,7 @@ def test_concurrent_processes_claim_each_spec_exactly_once(store):
                 proc.kill()
                 proc.wait()
     assert sorted(claimed) == sorted(keys)
-    assert {r.status for r in store.runs()} == {"done"}
+    assert {r.status for r in run_results.runs(store)} == {"done"}
 
 
 def test_the_store_side_never_imports_torch(tmp_path):
@@ -382,13 +395,14 @@ def test_a_store_written_before_job_kinds_is_upgraded_on_open(tmp_path):
     old.close()
     store = Store(tmp_path / "store")
     try:
-        assert [r.key for r in store.runs()] == ["a" * 20]
-        assert store.get("a" * 20).kind == "run" and store.get_result("a" * 20).status == "done"
+        assert [r.key for r in run_results.runs(store)] == ["a" * 20]
+        assert store.get("a" * 20).kind == "run" and run_results.result(store, "a" * 20).status == "done"
         assert store.group("pair")["keys"] == ["a" * 20]
-        assert store.jobs() == store.runs()  # the old attention job records are gone, not listed as jobs
+        # the old attention job records are gone, not listed as jobs
+        assert store.jobs() == run_results.runs(store)
         assert store.claim() is None  # and so is their queue
         again = Store(tmp_path / "store")  # opening an upgraded store again changes nothing
-        assert [r.key for r in again.runs()] == ["a" * 20]
+        assert [r.key for r in run_results.runs(again)] == ["a" * 20]
         again.close()
     finally:
         store.close()

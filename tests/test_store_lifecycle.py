@@ -68,7 +68,7 @@ def test_delete_names_dependents_first_and_touches_nothing_else(lab):
     folder = store.workdir(k["source"])
     delete(store, plan)
     assert store.get(k["source"]) is None and store.events(k["source"]) == [] and not folder.exists()
-    assert k["source"] not in store.keys(kind=None)
+    assert k["source"] not in store.keys()
     assert store.group(RECIPE_GROUP)["keys"] == [k["other"]]
     assert {name: snapshot(store, key) for name, key in k.items() if name != "source"} == before
     assert store.submit(new_job(run_spec(0))).outcome == "queued"  # its key can run again
@@ -93,7 +93,7 @@ def test_a_job_still_waiting_for_the_deleted_one_blocks_the_deletion(store):
         delete_selected(store, [source])
     assert store.get(source).status == "done"
     delete_selected(store, [source, waiting])  # both together are fine
-    assert store.keys(kind=None) == []
+    assert store.keys() == []
 
 
 def test_a_changed_store_refuses_the_confirmed_plan(store):
@@ -162,7 +162,7 @@ def test_du_shows_what_the_lab_holds_by_kind_group_and_requester(store, capsys):
              files={"result.json": b"x" * 2**20})
     (store.workdir(ann) / "resume.pt").write_bytes(b"c" * 2**20)  # left by an older version of the lab
     usage = disk_usage(store)
-    record_bytes = sum((store.workdir(k) / "record.json").stat().st_size for k in store.keys(kind=None))
+    record_bytes = sum((store.workdir(k) / "record.json").stat().st_size for k in store.keys())
     assert usage.jobs == 2 and usage.total == 5 * 2**20 + record_bytes and usage.stale == 2**20
     assert [(r.name, r.jobs) for r in usage.by_kind] == [("run", 1), ("similarity", 1)]
     assert [(r.name, r.jobs) for r in usage.by_group] == [("sweep", 1)]
@@ -176,6 +176,6 @@ def test_du_shows_what_the_lab_holds_by_kind_group_and_requester(store, capsys):
 def test_resetting_a_class_clears_every_job_and_group(lab, capsys):
     store, k = lab
     assert cli_main(["delete", "--all", "--store", str(store.root)]) == 1  # shown, not done
-    assert "delete 4 job(s)" in capsys.readouterr().out and len(store.keys(kind=None)) == 4
+    assert "delete 4 job(s)" in capsys.readouterr().out and len(store.keys()) == 4
     assert cli_main(["delete", "--all", "--yes", "--store", str(store.root)]) == 0
-    assert store.keys(kind=None) == [] and store.groups() == [] and not any(store.runs_dir.iterdir())
+    assert store.keys() == [] and store.groups() == [] and not any(store.runs_dir.iterdir())

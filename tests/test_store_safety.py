@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from labcore.engine import run_results
 from labcore.execution.executor import LocalExecutor
 from labcore.spec import make_spec
 from labcore.store import FINISHED, Store, StoreLocked, StoreSettings
@@ -117,7 +118,7 @@ def test_a_damaged_database_names_the_repair_and_the_folders_rebuild_it(tmp_path
     data = db.read_bytes()
     db.write_bytes(data[:len(data) // 3] if damage == "truncated" else os.urandom(len(data)))
     with pytest.raises(StoreDamaged, match=REPAIR_HINT):
-        Store(root).runs()
+        run_results.runs(Store(root))
     status = cli("status", root=root)
     assert status.returncode == 2 and REPAIR_HINT in status.stderr and "Traceback" not in status.stderr
     check = cli("store", "check", root=root)
@@ -129,7 +130,8 @@ def test_a_damaged_database_names_the_repair_and_the_folders_rebuild_it(tmp_path
     assert "rebuilt the store from 20 job folder(s)" in repaired.stdout
     print(f"store repair of a {damage} database with 20 finished runs: {elapsed:.2f} s (CLI, start-up included)")
     store = Store(root)
-    assert [r.key for r in store.runs()] == keys and {r.status for r in store.runs()} <= set(FINISHED)
+    runs = run_results.runs(store)
+    assert [r.key for r in runs] == keys and {r.status for r in runs} <= set(FINISHED)
     assert store.group("seeds")["keys"] == keys
     assert list(root.glob("db.damaged-*"))  # the damaged file is kept aside, not deleted
     store.close()
@@ -146,7 +148,7 @@ def test_a_lost_database_beside_job_folders_is_rebuilt_not_shown_empty(tmp_path,
     if damage == "empty":
         (root / "db" / "cache.db").write_bytes(b"")
     store = Store(root)
-    assert [r.key for r in store.runs()] == keys
+    assert [r.key for r in run_results.runs(store)] == keys
     store.close()
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from labcore.engine import run_results
 from labcore.recipes.sequential_check import simulate
 from labcore.recipes.verdict import (ALPHA, DOES_NOT_HOLD, EQUIVALENCE, HOLDS, INCONCLUSIVE, NOT_MEASURED, NOT_TESTED,
                                      OPEN, ClaimTest, decide, measure, settle)
@@ -152,7 +153,7 @@ def test_the_driver_adds_seeds_only_to_the_steps_of_open_claims(store):
     # the first look runs what the paper's claims read: the probe of layer 0 only fig. 2 shows waits
     assert "probe layer 0" not in {s.condition for s in plan.steps}
     for step in plan.steps:
-        store.put_result(_record(step, value(step)))
+        run_results.put_result(store, _record(step, value(step)))
     grown = grown_plan(recipe, "quick", store)
     assert grown.seeds == (0, 1, 2, 3, 4)
     new = [s for s in grown.steps if s.seed >= 3]
@@ -184,7 +185,7 @@ def test_the_first_look_answers_the_paper_before_the_labs_own_questions(store):
     assert len(first.steps) == 39 and len(whole.steps) == 54
     # a cap that forbids any further look still runs the first look whole, once the paper's part of it ended
     for step in first.steps:
-        store.put_result(_record(step, 0.9))
+        run_results.put_result(store, _record(step, 0.9))
     capped = grown_plan(recipe, "quick", store, cap_s=1.0)
     assert set(whole.steps) <= set(capped.steps) and not capped.can_grow
 
@@ -273,8 +274,9 @@ def test_every_arm_gets_the_same_grid_and_runs_at_the_rate_its_validation_chose(
     from labcore.recipes.drive import step_key
 
     for step in grid:
-        store.put_result(RunRecord(key=step_key(step), spec={}, status="done", metric="accuracy",
-                                   validation={"accuracy": validation(step)}, best_step=5, val_curve=[[5, 0.7]]))
+        run_results.put_result(store, RunRecord(key=step_key(step), spec={}, status="done", metric="accuracy",
+                                                validation={"accuracy": validation(step)}, best_step=5,
+                                                val_curve=[[5, 0.7]]))
     tuned = plan_for(recipe, "standard", (0,), store)
     lrs = {(s.condition, s.facet): s.spec.lr for s in tuned.stages[-1] if hasattr(s.spec, "lr")}
     assert lrs[("random", "dna-splice")] == rates[-1] and lrs[("pretrained", "dna-splice")] == rates[0]

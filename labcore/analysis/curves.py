@@ -1,4 +1,4 @@
-"""Layer curves: what each layer contributes, as groups of ordinary training runs and one figure each.
+"""Layer curves: what each layer contributes, as groups of ordinary training runs and one table each.
 
 * ``probe``: a linear probe on every layer's hidden state (Tamkin et al. §3; the ``probe`` protocol);
 * ``reinit_after``: layers k and after re-initialised, k = 0 .. L (Tamkin fig. 2, incremental reinit);
@@ -6,15 +6,16 @@
 * ``permute``: the layers in shuffled orders (fig. 4), beside the original model and a random init.
 
 :func:`curve_specs` builds the runs (a sweep of one protocol parameter, times seeds, plus the reference
-runs); :func:`curve_table` and :func:`curve_figure` read their finished records. Torch-free and pure:
-the pages and the CLI queue the specs through the executor like any sweep. FPT's depth ablation (§3.10)
+runs); :func:`curve_table` reads their finished records. Torch-free and pure, data only: whoever shows a curve
+draws its table with :func:`labcore.figures.analysis.layer_curve_figure` (the door composes the two), and the
+pages and the CLI queue the specs through the executor like any sweep. FPT's depth ablation (§3.10)
 needs backbones cut to fewer layers, which no protocol does yet.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import pandas as pd
 
@@ -22,9 +23,6 @@ from labcore.errors import LabError
 from labcore.results.metrics import aggregate
 from labcore.results.record import RunRecord
 from labcore.spec import RunSpec
-
-if TYPE_CHECKING:
-    from labcore.figures import Figure
 
 
 @dataclass(frozen=True)
@@ -114,12 +112,4 @@ def curve_table(name: str, records: Iterable[RunRecord]) -> pd.DataFrame:
     return table.sort_values(["reference", "x"]).reset_index(drop=True)
 
 
-def curve_figure(name: str, records: Iterable[RunRecord]) -> Figure:
-    """The curve (mean with its 95 % interval over seeds) and the full fine-tunes as horizontal lines."""
-    from labcore.figures.analysis import layer_curve_figure
-
-    curve = CURVES[name]
-    return layer_curve_figure(curve_table(name, records), name=curve.name, title=curve.title, x_label=curve.x_label)
-
-
-__all__ = ["CURVES", "Curve", "curve_figure", "curve_specs", "curve_table"]
+__all__ = ["CURVES", "Curve", "curve_specs", "curve_table"]

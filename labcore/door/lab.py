@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from labcore.engine import run_results
 from labcore.results.record import RunRecord
 from labcore.store import JobRecord, Store, open_store
 
@@ -18,8 +19,9 @@ __all__ = ["Lab", "open_lab"]
 
 @dataclass(frozen=True)
 class Lab:
-    """A store's folder, and the two readings the lessons' runs ask of it by name (``get``, ``get_result``):
-    rows, never the store itself."""
+    """A store's folder, and two readings of it by name: a job's record (``get``, all the lessons' runs and
+    :func:`labcore.engine.run_results.result` ask of it) and a run's result (``get_result``): rows, never the
+    store itself."""
 
     root: Path
 
@@ -29,7 +31,7 @@ class Lab:
 
     def get_result(self, key: str) -> RunRecord | None:
         """``key``'s result, None where it has none yet."""
-        return store_of(self).get_result(key)
+        return run_results.result(store_of(self), key)
 
 
 def open_lab(root: Path | str | None = None) -> Lab:

@@ -10,6 +10,7 @@ from typing import Any, Iterable
 
 from labcore.classroom import SECRETS_TABLE, ClassroomLimits, PasscodeGuard
 from labcore.door.lab import Lab, open_lab, store_of
+from labcore.engine import run_results
 from labcore.engine.resolve import resolve_spec
 from labcore.events import curves_from_events, stage_curves
 from labcore.jobs import key_of
@@ -34,7 +35,7 @@ def record(lab: Lab, key: str) -> JobRecord | None:
 
 def runs(lab: Lab, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[JobRecord]:
     """The training runs' records, oldest first (``newest``: only that many of the latest)."""
-    return store_of(lab).runs(status=status, group=group, newest=newest)
+    return run_results.runs(store_of(lab), status=status, group=group, newest=newest)
 
 
 def jobs(lab: Lab, *, kind: str | None = None) -> list[JobRecord]:
@@ -107,7 +108,7 @@ def disk_usage(lab: Lab) -> Usage:
 def result_of(lab: Lab, key: str, read: JobRecord | None = None) -> RunRecord | None:
     """``key``'s result, from ``read`` where the page read its record already."""
     try:
-        return store_of(lab).get_result(key) if read is None else store_of(lab).result_in(read)
+        return run_results.result(store_of(lab), key) if read is None else run_results.result_in(read)
     except Exception:  # a half-written or foreign record must not break a page
         return None
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from labcore.errors import LabError
+from labcore.engine import run_results
 from labcore.events import RESULT
 from labcore.results.record import RunRecord
 from labcore.spec.resolved import ResolvedSpec
@@ -23,7 +24,7 @@ def run_sweep(specs: Sequence[ResolvedSpec], *, progress: Callable[[str], None] 
     store = store or Store()
     records: list[RunRecord] = []
     for number, resolved in enumerate(specs, 1):
-        cached = store.get_result(resolved.key)
+        cached = run_results.result(store, resolved.key)
         if cached is not None and cached.status == "done":
             progress(f"[{number}/{len(specs)}] {resolved.label()}: from the store")
             records.append(cached)
@@ -35,6 +36,6 @@ def run_sweep(specs: Sequence[ResolvedSpec], *, progress: Callable[[str], None] 
             if event["type"] == RESULT:
                 record = RunRecord.from_dict(event["record"])
         assert record is not None
-        store.put_result(record, label=resolved.label())
+        run_results.put_result(store, record, label=resolved.label())
         records.append(record)
     return records

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from labcore.engine import run_results
 from labcore.errors import LabError
 from labcore.events import curves_from_events
 from labcore.results.record import RunRecord
@@ -33,11 +34,11 @@ def run_keys(store: Any, keys: str | Iterable[str] | None = None, group: str | N
     out = [store.resolve_key(k) for k in chosen]
     for key in out:
         kind = store.record(key).kind
-        if kind != "run":
+        if kind != run_results.KIND:
             raise LabError(f"{key[:12]} is a {kind} job, not a training run: it has no curves or run record")
     if group:  # a recipe's group holds its analyses too: only its runs
         out += [k for k in store.group(group)["keys"]
-                if k not in out and (r := store.get(k)) is not None and r.kind == "run"]
+                if k not in out and (r := store.get(k)) is not None and r.kind == run_results.KIND]
     if not out:
         raise LabError("name the runs: give keys (or key prefixes) or a group; `python -m labcore status` lists them")
     return out
@@ -45,5 +46,5 @@ def run_keys(store: Any, keys: str | Iterable[str] | None = None, group: str | N
 
 def finished_records(store: Any, keys: str | Iterable[str] | None = None, group: str | None = None) -> list[RunRecord]:
     """The result records of those runs; runs without a result (queued, running) are left out."""
-    found = [store.get_result(k) for k in run_keys(store, keys, group)]
+    found = [run_results.result(store, k) for k in run_keys(store, keys, group)]
     return [r for r in found if r is not None]

@@ -3,7 +3,9 @@
 A RunSpec is resolved once, when it is submitted (:func:`resolve_run`); the store keeps the
 :class:`~labcore.spec.resolved.ResolvedSpec`, the worker decodes it as it is and trains it, resolving nothing.
 Its key is ``RunSpec.key`` of the resolved values (what it has always been, so stored results keep their keys);
-the training loop checkpoints to ``resume.pt`` and handles stop requests itself.
+the training loop checkpoints to ``resume.pt`` and handles stop requests itself. What a run's job record holds
+as its result, and how it reads, is :mod:`labcore.engine.run_results`' (below the kinds: the engine's in-process
+sweep writes it too).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from labcore.events import LogEvent
 from labcore.jobs.base import Event, JobContext, Resources
 from labcore.machine import device as devices
 from labcore.paths import env_number
+from labcore.engine import run_results
 from labcore.engine.resolve import resolve
 from labcore.spec import RunSpec
 from labcore.spec.resolved import ResolvedSpec
@@ -67,10 +70,11 @@ def _warm_up() -> None:
 def _register() -> None:
     from labcore.jobs import job_kind
 
-    job_kind("run", RunSpec, resolved_type=ResolvedSpec,
+    job_kind(run_results.KIND, RunSpec, resolved_type=ResolvedSpec,
              description="train one model on one discipline under one protocol",
              resolve=resolve_run, encode=ResolvedSpec.to_dict, decode=ResolvedSpec.from_dict,
-             key=lambda spec: spec.key, label=ResolvedSpec.label, requires=body_source, checkpoint="resume.pt",
+             key=lambda spec: spec.key, label=ResolvedSpec.label, requires=body_source,
+             checkpoint=run_results.CHECKPOINT,
              stops_itself=True, warm_up=_warm_up, resources=run_resources)(train_run)
 
 

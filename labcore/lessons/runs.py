@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from labcore.engine import run_results
 from labcore.jobs import key_of
 from labcore.lessons.model import Lesson, LessonError, LessonRun
 from labcore.results.record import RunRecord
@@ -61,7 +62,7 @@ def results(store: Any, keys: tuple[str, ...]) -> dict[str, RunRecord | None]:
     out: dict[str, RunRecord | None] = {}
     for key in keys:
         try:
-            out[key] = store.get_result(key)
+            out[key] = run_results.result(store, key)
         except Exception:  # a half-written or foreign record must not stop a lesson
             out[key] = None
     return out

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 import pandas as pd
 
+from labcore.engine import run_results
 from labcore.results.compare import condition
 from labcore.jobs import key_of
 from labcore.jobs.analyses import LogMESpec, ModelRef
@@ -308,7 +309,7 @@ def present(records: Iterable[RunRecord]) -> tuple[list[str], list[Protocol]]:
 # ------------------------------------------------------------------------------------- the store and jobs
 def finished_runs(store: Any) -> list[RunRecord]:
     """The result records of the store's finished runs, in submission order."""
-    return [RunRecord.from_dict(r.result) for r in store.runs(status="done") if r.result]
+    return [RunRecord.from_dict(r.result) for r in run_results.runs(store, status="done") if r.result]
 
 
 def logme_key(spec: LogMESpec) -> str:

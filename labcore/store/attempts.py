@@ -12,6 +12,7 @@ from typing import Any
 from labcore.events import AttemptEvent, LogEvent
 from labcore.store import health
 from labcore.store.errors import Fenced, StoreLocked
+from labcore.store.job_record import LEGACY_CHECKPOINT, stored_kind
 from labcore.store.liveness import HOST, why_dead
 from labcore.store.records import Claim, wall_clock
 from labcore.store.settings import FINISHED, TERMINAL
@@ -91,13 +92,13 @@ class Attempts:
                 self.cache.delete(f"cancel/{key}")
                 self.table.running.add(key)
                 workdir = self.workdir(key)
-                checkpoint = record.get("checkpoint", "resume.pt")
+                checkpoint = record.get("checkpoint", LEGACY_CHECKPOINT)
                 resume = bool(record.get("resume")) and bool(checkpoint) and (workdir / checkpoint).exists()
                 self.streams.append(key, [AttemptEvent(attempt=attempt, resume=resume, pid=pid, host=HOST,
                                                        t=now).to_dict()])
                 limit = self._limit_of(record.get("started_by"))
                 return Claim(key=key, attempt=attempt, spec=record["spec"], resume=resume, workdir=workdir,
-                             kind=record.get("kind", "run"), requires=tuple(record.get("requires") or ()),
+                             kind=stored_kind(record), requires=tuple(record.get("requires") or ()),
                              resources=dict(record.get("resources") or {}),
                              deadline=now + limit["max_job_s"] if limit else 0.0,
                              deadline_note=limit["note"] if limit else "")

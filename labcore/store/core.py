@@ -13,10 +13,12 @@ whose results it needs (:class:`NewJob`, built by :mod:`labcore.jobs`). Rules th
 
 The requester's side (submit, resume, withdraw, cancel) is :mod:`.requests`, the runner's side (claim,
 heartbeat, finish, fencing, ``dead``) is :mod:`.attempts`, the value types are :mod:`.records`; this
-module composes them with reading, event streams, results, job folders and the worker registry. The table
+module composes them with reading, event streams, jobs finished in-process, job folders and the worker
+registry. The table
 keeps plain dicts; what the reading API gives back is a :class:`~.job_record.JobRecord` of each.
 
-This package imports no torch and nothing of the engine: the pages import it.
+This package imports no torch, nothing of the engine and nothing of the job kinds (what a job computes, and
+how its result reads, is its kind's: :mod:`labcore.engine.run_results` for training runs): the pages import it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 from labcore import paths
 from labcore.errors import LabError
@@ -33,19 +35,16 @@ from labcore.store.artifacts import Artifacts
 from labcore.store.attempts import Attempts
 from labcore.store.batch import QueueCapReached
 from labcore.store.errors import Fenced, UnsafeValue
-from labcore.store.job_record import JobRecord, job_record
+from labcore.store.job_record import JobRecord, stored_kind
 from labcore.store.lock import write_lock
 from labcore.store.queue import JobQueue
 # The value types live in .records; they are named here too, where the package and callers import them.
 from labcore.store.records import Claim, JobStatus, NewJob, RunStatus, Submission, Withdrawal, wall_clock
 from labcore.store.requests import Requests
-from labcore.store.settings import DISKCACHE_SETTINGS, StoreSettings
+from labcore.store.settings import ACTIVE, DISKCACHE_SETTINGS, STATUSES, StoreSettings
 from labcore.store.streams import EventStreams
 from labcore.store.table import JobTable
 from labcore.store.workers import WorkerRegistry
-
-if TYPE_CHECKING:
-    from labcore.results.record import RunRecord
 
 __all__ = ["Claim", "JobRecord", "JobStatus", "NewJob", "QueueCapReached", "RunStatus", "Store", "Submission",
            "Withdrawal", "open_store"]
@@ -125,8 +124,8 @@ class Store(Requests, Attempts):
             raise LabError(f"no run with key {key!r}; `python -m labcore status` lists the runs")
         return record
 
-    def keys(self, kind: str | None = "run") -> list[str]:
-        """Keys in submission order, of one kind (default: training runs; None: every kind)."""
+    def keys(self, kind: str | None = None) -> list[str]:
+        """Keys in submission order (``kind``: of that kind only)."""
         return self.table.keys(kind)
 
     def jobs(self, *, kind: str | None = None, status: str | None = None, group: str | None = None,
@@ -141,16 +140,12 @@ class Store(Requests, Attempts):
             record = stored.get(key) if not newest else self.table.get(key)
             if record is not None and record["status"] == "running":
                 record = self._current(key)  # decides whether a running job is dead
-            if record is not None and (kind is None or record.get("kind", "run") == kind) and (
+            if record is not None and (kind is None or stored_kind(record) == kind) and (
                     status is None or record["status"] == status):
                 found.append(JobRecord.from_dict(record))
                 if len(found) == newest:
                     break
         return found[::-1] if newest else found
-
-    def runs(self, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[JobRecord]:
-        """Training runs in submission order (what the Runs and Compare pages list)."""
-        return self.jobs(kind="run", status=status, group=group, newest=newest)
 
     def heartbeat_of(self, key: str) -> dict[str, Any] | None:
         return self.cache.get(f"hb/{key}")
@@ -226,35 +221,30 @@ class Store(Requests, Attempts):
             lines.append(record["traceback"].rstrip("\n"))
         return "\n".join(lines)
 
-    # ------------------------------------------------------------------------- results in-process
-    def get_result(self, key: str) -> "RunRecord | None":
-        """The engine's result record of a run that has one (any final status), else None."""
-        return self.result_in(job_record(self.table.get(key)))
+    # ---------------------------------------------------------------------------- jobs finished here
+    def put_finished(self, job: NewJob, *, status: str, result: dict[str, Any], error: str = "") -> None:
+        """Record ``job`` as computed in this process, without queue or worker (``python -m labcore sweep``
+        without --queue): its record, new or existing, ends ``status`` with ``result`` and ``error``.
 
-    @staticmethod
-    def result_in(record: JobRecord | None) -> "RunRecord | None":
-        """The result of a job record already read (a page that listed the runs reads none twice)."""
-        from labcore.results.record import RunRecord
-
-        if record is None or not record.result or record.active:
-            return None
-        return RunRecord.from_dict(record.result)
-
-    def put_result(self, result: "RunRecord", *, label: str = "") -> None:
-        """Record a run computed in this process (``python -m labcore sweep`` without --queue)."""
+        What the job is (kind, spec, label, inputs, checkpoint) is the caller's, as for :meth:`submit`; its
+        resources are not kept (no node is chosen for a job that already ran). Nothing is written while a
+        live worker runs the key: that attempt's own result will land.
+        """
+        if status in ACTIVE or status not in STATUSES:
+            # a queued or running record with no queue entry or owner would wait, or be found dead, forever
+            raise LabError(f"a job that ran here has ended; {status!r} is no status it can end with")
         with self.transaction():
-            record = self.table.get(result.key)
+            record = self.table.get(job.key)
             if record is not None and record["status"] == "running" and not self._why_dead(record):
-                return  # a worker owns this run; its own result will land
+                return
             now = wall_clock()
-            base = record or {"key": result.key, "kind": "run", "spec": result.spec, "label": label,
-                              "requires": [], "checkpoint": "resume.pt", "priority": "interactive",
-                              "attempt": 0, "pid": None, "host": None, "submitted_at": now,
-                              "started_at": now, "groups": []}
+            base = record or {"key": job.key, "kind": job.kind, "spec": job.spec, "label": job.label,
+                              "requires": list(job.requires), "checkpoint": job.checkpoint,
+                              "priority": "interactive", "attempt": 0, "pid": None, "host": None,
+                              "submitted_at": now, "started_at": now, "groups": []}
             if record is None:
-                self.table.all.add(result.key)
-            record = dict(base, status=result.status, result=result.to_dict(), error=result.error,
-                          finished_at=now, resume=False)
+                self.table.all.add(job.key)
+            record = dict(base, status=status, result=result, error=error, finished_at=now, resume=False)
             self.table.put(record)
         self._keep_record(record)
 

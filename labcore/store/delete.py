@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from labcore.errors import LabError
+from labcore.store.job_record import stored_kind
 from labcore.store.selection import Selection
 from labcore.store.settings import ACTIVE
 from labcore.store.usage import folder_bytes
@@ -87,7 +88,7 @@ def plan_delete(store: Any, selection: Selection) -> DeletePlan:
                 kept[key] = also
     order = [k for k in store.table.keys() if k in going]  # submission order, each once
     records = {k: store.get(k) for k in order}
-    dependents = [Dependent(r["key"], r.get("kind", "run"), r.get("label", ""), r["status"], need)
+    dependents = [Dependent(r["key"], stored_kind(r), r.get("label", ""), r["status"], need)
                   for r in (store.table.get(k) for k in store.table.keys())
                   if r is not None and r["key"] not in going
                   for need in (r.get("requires") or []) if need in going]

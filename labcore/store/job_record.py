@@ -13,6 +13,17 @@ from typing import Any
 
 from labcore.store.settings import ACTIVE, FINISHED, STOPPED
 
+# Stores of format 1 knew one kind of job, the training run, and their records name no kind and no checkpoint
+# (the upgrade adds both, a record rebuilt from an old job folder may still lack them). Such a record is read
+# as a run's: the one place the store names a kind, as data of old stores, never as a default of new jobs.
+LEGACY_KIND = "run"
+LEGACY_CHECKPOINT = "resume.pt"  # the file a format-1 run's training loop resumed from
+
+
+def stored_kind(record: dict[str, Any]) -> str:
+    """The kind of job a stored record is (an old store's record without one: a run)."""
+    return record.get("kind", LEGACY_KIND)
+
 
 @dataclass(frozen=True)
 class JobRecord:
@@ -20,7 +31,7 @@ class JobRecord:
     who asked for it (``started_by``, ``requesters``, ``cancelled_by``, ``history``)."""
 
     key: str
-    kind: str = "run"
+    kind: str = LEGACY_KIND  # read for a record that names none (see LEGACY_KIND)
     spec: dict[str, Any] = field(default_factory=dict)  # the resolved spec as JSON-able values
     label: str = ""
     status: str = ""

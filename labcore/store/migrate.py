@@ -22,6 +22,7 @@ import diskcache
 from diskcache.core import MODE_PICKLE, MODE_RAW
 
 from labcore.store.disk import json_blob, plain_unpickle
+from labcore.store.job_record import LEGACY_CHECKPOINT, LEGACY_KIND
 
 FORMAT = 3
 _FORMAT_ENTRY = "meta/format"
@@ -77,8 +78,8 @@ def _jobs_with_kinds(cache: diskcache.Cache) -> int:
         record = cache.get(f"run/{key}")
         if record is None:
             continue
-        record = dict(record, kind="run", requires=list(record.get("requires") or []),
-                      checkpoint=record.get("checkpoint", "resume.pt"))
+        record = dict(record, kind=LEGACY_KIND, requires=list(record.get("requires") or []),
+                      checkpoint=record.get("checkpoint", LEGACY_CHECKPOINT))
         cache.set(f"job/{key}", record)
         cache.delete(f"run/{key}")
         moved += 1

@@ -57,9 +57,9 @@ class Claim:
     key: str
     attempt: int
     spec: dict[str, Any]
+    kind: str
     resume: bool
     workdir: Path
-    kind: str = "run"
     requires: tuple[str, ...] = field(default_factory=tuple)
     resources: dict[str, float] = field(default_factory=dict)
     deadline: float = 0.0  # time.time() after which the attempt must stop (its requester's limit); 0: none

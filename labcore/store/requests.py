@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from labcore.errors import LabError
 from labcore.store.batch import Batch, QueueCapReached
-from labcore.store.job_record import JobRecord
+from labcore.store.job_record import JobRecord, stored_kind
 from labcore.store.queue import requester_id
 from labcore.store.records import NewJob, Submission, Withdrawal, asking, noted, wall_clock
 from labcore.store.settings import ACTIVE, FINISHED, PRIORITIES, STOPPED
@@ -154,7 +154,7 @@ class Requests:
                 raise LabError(f"this {job.kind} job needs job {needed} and there is none with that key; "
                                f"pick a finished one from the Runs page or `python -m labcore status`")
             if record["status"] not in FINISHED:
-                raise LabError(f"this {job.kind} job needs {record.get('kind', 'run')} {needed} "
+                raise LabError(f"this {job.kind} job needs {stored_kind(record)} {needed} "
                                f"({record.get('label', '')}) finished, and it is {record['status']}; "
                                f"let it finish (or resume it), then ask again")
 

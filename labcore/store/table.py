@@ -14,6 +14,7 @@ from typing import Any, Iterable
 import diskcache
 
 from labcore.errors import LabError
+from labcore.store.job_record import stored_kind
 
 
 SQL_CHUNK = 900  # keys a query names: under SQLite's oldest limit of 999 variables a statement
@@ -121,7 +122,7 @@ class JobTable:
         keys = self.all.items()
         if kind is None:
             return keys
-        return [k for k in keys if (self.get(k) or {}).get("kind", "run") == kind]
+        return [k for k in keys if stored_kind(self.get(k) or {}) == kind]
 
     def resolve_key(self, prefix: str) -> str:
         """A full key from a unique prefix (keys are long; the CLI accepts their start)."""

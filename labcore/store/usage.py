@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from labcore.store.job_record import stored_kind
 from labcore.store.settings import FINISHED
 
 COMMAND_LINE = "(command line)"  # the requester of jobs submitted without one
@@ -86,7 +87,7 @@ def disk_usage(store: Any) -> Usage:
         size = folder_bytes(store.workdir(key))
         jobs += 1
         total += size
-        kinds[record.get("kind", "run")].append(size)
+        kinds[stored_kind(record)].append(size)
         for name in groups_of.get(key, []):
             groups[name].append(size)
         requesters[record.get("started_by") or COMMAND_LINE].append(size)
