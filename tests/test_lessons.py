@@ -71,6 +71,8 @@ def test_a_fine_tune_of_a_pretrained_body_waits_for_it():
     (("paper",), "smith", r"paper 'smith' is none of the lab's papers"),
     (("runs",), [{"role": "x", "spec": {"init": "pretrained"}, "sead": 1}], r"unknown field 'sead'"),
     (("runs",), [{"role": "pretrained", "demo": "dna2"}], r"there is no Home demo 'dna2'"),
+    (("base", "protocol"), "frozen-ish", r"unknown protocol 'frozen-ish'; the protocols are full, reemb"),
+    (("base", "lr"), -1.0, r"bad.toml.*lr must be positive"),  # the spec's own error, under the file's name
 ])
 def test_a_bad_lesson_file_is_refused_naming_the_field(path, value, message):
     with pytest.raises(LessonError, match=message):

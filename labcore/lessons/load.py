@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from labcore import data as disciplines
+from labcore.errors import LabError
 from labcore.lessons.model import (FIGURES, MEASURES, PREDICTIONS, WHATIF_KINDS, Figure, Lesson, LessonError,
                                    LessonRun, Question, WhatIf, gap_choices)
 from labcore.mapping.spec import KINDS as MAPPING_KINDS
@@ -124,6 +125,9 @@ def _run_spec(item: dict[str, Any], base: dict[str, Any], bodies: dict[str, str]
     if discipline not in disciplines.names():
         raise LessonError(f"{at}: unknown discipline {discipline!r}; the disciplines are "
                           f"{', '.join(disciplines.names())}")
+    protocol = values.get("protocol")
+    if protocol is not None and protocol not in PROTOCOLS.names():
+        raise LessonError(f"{at}: unknown protocol {protocol!r}; the protocols are {', '.join(PROTOCOLS.names())}")
     mapping = values.get("mapping")
     if mapping is not None and mapping not in MAPPING_KINDS:
         raise LessonError(f"{at}: unknown token mapping {mapping!r}; the mappings are {', '.join(MAPPING_KINDS)}")
