@@ -10,8 +10,8 @@ from __future__ import annotations
 import streamlit as st
 
 from labcore.door import runs as lab_runs
-from labcore.door.data import assets
-from labcore.door.recipes import RECIPES, demos
+from labcore.door.data import asset_available, assets, fetch_assets
+from labcore.door.recipes import RECIPES, Demo, demo_names, demo_records, get_demo, summarize_demo
 from labcore.door.runs import resolve_spec, result_of
 from labcore.door.views import fmt_duration
 from labcore.errors import LabError
@@ -24,7 +24,7 @@ st.set_page_config(page_title="Transfer Lab", page_icon=":material/biotech:", la
 # Home
 
 
-def _demo_keys(demo: demos.Demo) -> list[str]:
+def _demo_keys(demo: Demo) -> list[str]:
     """The run keys of a demo's specs (resolving reads the discipline registry only: fast, no torch)."""
     cache = st.session_state.setdefault("_demo_keys", {})
     if demo.group not in cache:
@@ -32,7 +32,7 @@ def _demo_keys(demo: demos.Demo) -> list[str]:
     return cache[demo.group]
 
 
-def _start_demo(demo: demos.Demo) -> None:
+def _start_demo(demo: Demo) -> None:
     executor = state.get_executor()
     try:
         executor.submit_group(demo.group, demo.specs(), priority="interactive")
@@ -43,8 +43,9 @@ def _start_demo(demo: demos.Demo) -> None:
 
 
 def _asset_status() -> None:
-    present = [name for name in assets.ASSETS.names() if assets.is_available(name)]
-    missing = [name for name in assets.ASSETS.names() if name not in present and assets.ASSETS[name].default]
+    known = assets()
+    present = [name for name in known if asset_available(name)]
+    missing = [name for name, asset in known.items() if name not in present and asset.default]
     task = state.get_task("fetch-assets")
     if not missing and (task is None or task.done):
         st.caption(f":material/inventory_2: all {len(present)} assets (weights and data) are here · details on "
@@ -57,7 +58,7 @@ def _asset_status() -> None:
         if task is not None and task.error:
             st.error(f"Fetching failed: {task.error}")
         if missing and st.button("Fetch missing assets", key="fetch-assets"):
-            state.start_task("fetch-assets", lambda progress: assets.fetch_all(missing, progress=progress))
+            state.start_task("fetch-assets", lambda progress: fetch_assets(missing, progress))
             st.rerun()
     if task is not None and not task.done:
         @st.fragment(run_every=common.REFRESH.task_s)
@@ -92,7 +93,7 @@ def _worker_status() -> None:
         st.rerun(scope="fragment")
 
 
-def _demo_card(demo: demos.Demo, column) -> None:
+def _demo_card(demo: Demo, column) -> None:
     with column.container(border=True):
         st.markdown(f"#### {demo.title}")
         st.markdown(demo.watch)
@@ -105,7 +106,7 @@ def _demo_card(demo: demos.Demo, column) -> None:
         _recipe_link(demo)
 
 
-def _recipe_link(demo: demos.Demo) -> None:
+def _recipe_link(demo: Demo) -> None:
     """The paper's whole experiment behind a demo, so each experiment has one place: its recipe."""
     for name in RECIPES.names():
         recipe = RECIPES[name]
@@ -116,7 +117,7 @@ def _recipe_link(demo: demos.Demo) -> None:
             return
 
 
-def _demo_view(demo: demos.Demo) -> None:
+def _demo_view(demo: Demo) -> None:
     lab = state.get_lab()
     keys = _demo_keys(demo)
     records = [lab_runs.record(lab, k) for k in keys]
@@ -139,9 +140,9 @@ def _demo_view(demo: demos.Demo) -> None:
                    "the runs named in the address bar.")
         return
     results = {k: result_of(lab, k) for k in keys}
-    pairs = demos.demo_records(demo, results, keys)
+    pairs = demo_records(demo, results, keys)
     if pairs:
-        st.success("**What happened:** " + demos.summarize_demo([r for _, r in pairs], [role for role, _ in pairs]))
+        st.success("**What happened:** " + summarize_demo([r for _, r in pairs], [role for role, _ in pairs]))
     stopped = [r for r in records if not r.finished]
     if stopped:
         st.warning("Some runs did not finish (" + ", ".join(f"{r.label}: {r.status}" for r in stopped)
@@ -178,15 +179,16 @@ def home() -> None:
     error = st.session_state.pop("_demo_error", None)
     if error:
         st.error(error)
-    cols = st.columns(len(demos.DEMOS))
-    for column, name in zip(cols, demos.DEMOS.names()):
-        _demo_card(demos.DEMOS[name], column)
+    names = demo_names()
+    cols = st.columns(len(names))
+    for column, name in zip(cols, names):
+        _demo_card(get_demo(name), column)
     chosen = state.qp("demo")
     if chosen:
-        if chosen in demos.DEMOS:
-            _demo_view(demos.DEMOS[chosen])
+        if chosen in names:
+            _demo_view(get_demo(chosen))
         else:
-            st.error(f"There is no demo {chosen!r}; the demos are {', '.join(demos.DEMOS.names())}. "
+            st.error(f"There is no demo {chosen!r}; the demos are {', '.join(names)}. "
                      f"Pick one above.")
 
 

@@ -11,10 +11,10 @@ import streamlit as st
 
 from labcore.door import runs as lab_runs
 from labcore.door.catalogue import backbones, known_layers
-from labcore.door.data import disciplines
+from labcore.door.data import discipline_names
 from labcore.door.jobs import ANALYSES, CURVES, SPEC_TYPES, ModelRef, curve_figure, curve_specs, curve_table
 from labcore.door.runs import make_spec, results
-from labcore.door.views import figures
+from labcore.door import views
 from labcore.errors import LabError
 from pages import common, state
 
@@ -54,7 +54,7 @@ def analysis_form(lab, executor) -> None:
         defaults = [labels[0], labels[1]] if len(labels) > 1 else labels
         chosen = st.multiselect("Models (two for similarity and heads)", labels, default=defaults, key="an.models")
         c1, c2, c3 = st.columns(3)
-        names = disciplines.names()
+        names = discipline_names()
         discipline = c1.selectbox("Discipline", names, index=names.index("protein-malonylation")
                                   if "protein-malonylation" in names else 0, key="an.discipline")
         split = c2.selectbox("Split", ["test", "validation", "train"], key="an.split")
@@ -112,8 +112,8 @@ def result_view(lab, shown: str) -> None:
     kind = record.kind
     for note in result.get("notes", []):
         st.warning(note)
-    st.plotly_chart(figures.analysis_figure(kind, result), key=f"fig-{shown}")
-    table = figures.analysis_table(kind, result)
+    st.plotly_chart(views.analysis_figure(kind, result), key=f"fig-{shown}")
+    table = views.analysis_table(kind, result)
     st.dataframe(table)
     st.download_button("Table (CSV)", table.to_csv(), file_name=f"{kind}-{shown[:8]}.csv", key=f"csv-{shown}")
     st.download_button("Result (JSON)", json.dumps(result), file_name=f"{kind}-{shown[:8]}.json",
@@ -135,7 +135,7 @@ def layer_curves(lab, executor) -> None:
         c1, c2, c3 = st.columns(3)
         curve = c1.selectbox("Curve", list(CURVES), format_func=lambda c: CURVES[c].title, key="an.curve")
         model = c2.selectbox("Model", list(backbones()), key="an.curve.model")
-        curve_discipline = c3.selectbox("Discipline", disciplines.names(), key="an.curve.discipline")
+        curve_discipline = c3.selectbox("Discipline", discipline_names(), key="an.curve.discipline")
         seeds = st.multiselect("Seeds", list(range(5)), default=[0, 1, 2], key="an.curve.seeds")
         queued = st.form_submit_button("Queue the curve's runs")
     layers = known_layers(model)

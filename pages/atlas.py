@@ -1,16 +1,15 @@
 """Transfer atlas: what pretraining buys, model by discipline, measured from the store's runs and estimated by
 LogME beside it, with how far the estimate can be trusted. Clicking a cell with runs opens them on Compare;
-a cell without runs is picked for filling. Everything drawn comes from :mod:`labcore.recipes.atlas`.
+a cell without runs is picked for filling. Everything drawn comes from the door's atlas (:mod:`labcore.door.jobs`).
 """
 
 from __future__ import annotations
 
 import streamlit as st
 
-from labcore.door import catalogue
-from labcore.door.data import disciplines
+from labcore.door import catalogue, jobs
+from labcore.door.data import discipline_names
 from labcore.door import runs as lab_runs
-from labcore.door.jobs import atlas, finished_runs
 from labcore.door.runs import ACTIVE
 from labcore.errors import LabError
 from pages import common, state
@@ -33,13 +32,13 @@ def axes(found_models: list[str], found_protocols):
     """The budget and protocol of the grid, and its rows (models) and columns (disciplines)."""
     protocols = {p.label: p for p in found_protocols}
     for name in catalogue.protocols():
-        protocols.setdefault(atlas.Protocol(name).label, atlas.Protocol(name))
+        protocols.setdefault(jobs.AtlasProtocol(name).label, jobs.AtlasProtocol(name))
     c1, c2 = st.columns(2)
-    budgets = list(catalogue.spec_lib.BUDGETS)
-    budget = c1.selectbox("Budget", budgets, key=_choice("keep.atlas.budget", atlas.FILL_BUDGET, budgets))
+    budgets = list(catalogue.BUDGETS)
+    budget = c1.selectbox("Budget", budgets, key=_choice("keep.atlas.budget", jobs.FILL_BUDGET, budgets))
     protocol = protocols[c2.selectbox("Protocol", list(protocols), key=_choice("keep.atlas.protocol", "full",
                                                                                list(protocols)))]
-    names = disciplines.names()
+    names = discipline_names()
     with st.expander("Rows (models) and columns (disciplines)", expanded=not found_models):
         more = st.text_input("More models by name, comma separated (local:<folder>, tiny:bert, lab:<name>, a hub id)",
                              key="keep.atlas.more_models")
@@ -74,11 +73,11 @@ def _clicked() -> None:
 def grid_view(grid, protocol, budget) -> None:
     st.markdown(f"**How far the estimate can be trusted:** {grid.agreement.sentence()}.")
     chosen = (st.session_state.get("keep.atlas.cell.model"), st.session_state.get("keep.atlas.cell.discipline"))
-    st.plotly_chart(atlas.atlas_figure(grid, highlight=chosen), key="atlas-grid", on_select=_clicked,
+    st.plotly_chart(jobs.atlas_figure(grid, highlight=chosen), key="atlas-grid", on_select=_clicked,
                     selection_mode="points", config={"displaylogo": False})
     st.caption(f"Blue: pretraining helps; red: it hurts ({protocol.label}, {budget} budget). In each cell the "
                f"measured gain, the seeds pretrained/random and the LogME estimate (est). Grey: fewer than "
-               f"{atlas.MIN_SEEDS} seeds on a side, so no interval (light grey: no runs). Metrics differ between "
+               f"{jobs.MIN_SEEDS} seeds on a side, so no interval (light grey: no runs). Metrics differ between "
                f"disciplines (accuracy, MCC, bit accuracy), so read colours within a column. Hover for the 95 % "
                f"interval; click a cell to compare its runs.")
 
@@ -86,17 +85,17 @@ def grid_view(grid, protocol, budget) -> None:
 def estimates(lab, executor, grid) -> None:
     """The button that queues LogME for every cell not estimated yet, and the grid as a table."""
     estimated = sum(c.logme is not None for c in grid.cells.values())
-    logme_status = {spec: r.status if (r := lab_runs.record(lab, atlas.logme_key(spec))) is not None else None
+    logme_status = {spec: r.status if (r := lab_runs.record(lab, jobs.logme_key(spec))) is not None else None
                     for spec in grid.logme_specs()}
     waiting = [spec for spec, status in logme_status.items() if status in ACTIVE]
     to_go = [spec for spec, status in logme_status.items() if status != "done" and status not in ACTIVE]
     e1, e2 = st.columns([1, 2])
     if e1.button(f"Estimate the whole grid ({len(to_go)} LogME job{'' if len(to_go) == 1 else 's'})",
                  key="btn.atlas.estimate", disabled=not to_go,
-                 help=f"LogME of the pretrained and the random body on {atlas.LOGME_EXAMPLES} training examples of "
+                 help=f"LogME of the pretrained and the random body on {jobs.LOGME_EXAMPLES} training examples of "
                       f"each cell's data: seconds a cell, no training."):
         try:
-            executor.submit_group(atlas.LOGME_GROUP, to_go, priority="sweep")
+            executor.submit_group(jobs.LOGME_GROUP, to_go, priority="sweep")
             st.rerun()
         except LabError as exc:
             st.error(str(exc))
@@ -104,7 +103,7 @@ def estimates(lab, executor, grid) -> None:
                                                                       if waiting else ""))
 
     with st.expander("The grid as a table"):
-        table = atlas.atlas_table(grid)
+        table = jobs.atlas_table(grid)
         st.dataframe(table, hide_index=True)
         st.download_button("Atlas (CSV)", table.to_csv(index=False), file_name="transfer-atlas.csv", mime="text/csv",
                            key="dl.atlas")
@@ -119,17 +118,17 @@ def one_cell(executor, grid, protocol, budget) -> None:
     discipline = p2.selectbox("Discipline", list(grid.disciplines),
                               key=_choice("keep.atlas.cell.discipline", grid.disciplines[0], list(grid.disciplines)))
     cell = grid.cell(model, discipline)
-    st.markdown("  \n".join(atlas.cell_lines(cell)))
+    st.markdown("  \n".join(jobs.cell_lines(cell)))
     b1, b2 = st.columns(2)
     if cell.keys:
         b1.page_link(common.PAGES["compare"], label=f"Compare these {len(cell.keys)} runs", icon=":material/bar_chart:",
                      query_params={"runs": ",".join(k[:12] for k in cell.keys)})
-    missing = atlas.fill_specs(cell) if budget == atlas.FILL_BUDGET else []
-    why = ("" if budget == atlas.FILL_BUDGET else f"The atlas fills cells at the {atlas.FILL_BUDGET} budget only: "
+    missing = jobs.fill_specs(cell) if budget == jobs.FILL_BUDGET else []
+    why = ("" if budget == jobs.FILL_BUDGET else f"The atlas fills cells at the {jobs.FILL_BUDGET} budget only: "
            f"pick it above to fill this cell.")
-    if b2.button(f"Fill this cell ({len(missing)} runs at the {atlas.FILL_BUDGET} budget)", key="btn.atlas.fill",
+    if b2.button(f"Fill this cell ({len(missing)} runs at the {jobs.FILL_BUDGET} budget)", key="btn.atlas.fill",
                  disabled=not missing, help=why or f"The pretrained and random runs this cell lacks, up to "
-                                                   f"{len(atlas.FILL_SEEDS)} seeds a side, with the settings it "
+                                                   f"{len(jobs.FILL_SEEDS)} seeds a side, with the settings it "
                                                    f"shows."):
         try:
             done = executor.submit_group(f"atlas:{model}:{discipline}:{protocol.label}", missing, priority="sweep")
@@ -170,15 +169,15 @@ def main() -> None:
                "the same gain from frozen features, which takes seconds instead of minutes.")
     lab = state.get_lab()
     executor = state.get_executor()
-    records = finished_runs(lab)
-    found_models, found_protocols = atlas.present(records)
+    records = jobs.finished_runs(lab)
+    found_models, found_protocols = jobs.atlas_present(records)
     budget, protocol, models, columns = axes(found_models, found_protocols)
     if not models or not columns:
         st.info("Pick at least one model and one discipline.")
         st.stop()
 
-    grid = atlas.build_atlas(records, models=models, disciplines=columns, protocol=protocol, budget=budget)
-    grid = grid.with_estimates(atlas.estimates_from_store(lab, grid.logme_specs()))
+    grid = jobs.build_atlas(records, models=models, disciplines=columns, protocol=protocol, budget=budget)
+    grid = jobs.atlas_estimates(lab, grid)
     follow_click(grid)
     grid_view(grid, protocol, budget)
     estimates(lab, executor, grid)

@@ -13,10 +13,10 @@ import pandas as pd
 import streamlit as st
 
 from labcore.door import runs as lab_runs
-from labcore.door.data import disciplines, patches_image, render_example, spec_info
-from labcore.door.jobs import RESULT_FILE, AttentionSpec, attn
+from labcore.door import jobs, views
+from labcore.door.data import label_name, load_dataset, patches_image, render_example, spec_info
+from labcore.door.jobs import RESULT_FILE, AttentionSpec
 from labcore.door.runs import FINISHED, key_of
-from labcore.door.views import figures
 from labcore.errors import LabError
 from pages import common, state
 
@@ -27,15 +27,14 @@ WEIGHT_NAMES = {"pretrained": "pretrained", "random": "random init", "finetuned"
 
 @st.cache_resource(show_spinner="Loading the data set…", max_entries=4)
 def _dataset(name: str, params_json: str):
-    dataset, _ = disciplines.load(name, json.loads(params_json), progress=lambda _m: None)
-    return dataset
+    return load_dataset(name, json.loads(params_json))
 
 
 # ---------------------------------------------------------------------------------------------- example
 def example(spec, info) -> tuple[str, int]:
     """The split and example shown (``?split=...&index=...``), with its label and symbols; returns them."""
     c1, c2 = st.columns([1, 3])
-    splits = list(attn.SPLITS)
+    splits = list(jobs.ATTENTION_SPLITS)
     split_widget = state.remember("att.split", "test", splits)
     external_split = state.qp_external("split")
     if external_split in splits:
@@ -58,7 +57,7 @@ def example(spec, info) -> tuple[str, int]:
     state.set_qp(split=split, index=str(index))
     row = dataset[split][index]
     with c2:
-        st.markdown(f"**Label:** {disciplines.label_name(info, row['label'])}")
+        st.markdown(f"**Label:** {label_name(info, row['label'])}")
         st.code(render_example(info, row), language="text")
     return split, index
 
@@ -78,8 +77,8 @@ def maps_path(lab, key: str, split: str, index: int):
     elif job is not None and job.stopped:
         failure = job.error or "the job stopped without a message; the worker's log may say why"
     # Maps computed before attention maps became a job kind were written into the run's own folder.
-    if path is None and attn.attention_path(lab_runs.workdir(lab, key), split, index).is_file():
-        path = attn.attention_path(lab_runs.workdir(lab, key), split, index)
+    if path is None and jobs.attention_path(lab_runs.workdir(lab, key), split, index).is_file():
+        path = jobs.attention_path(lab_runs.workdir(lab, key), split, index)
 
     if path is None:
         asked = st.session_state.setdefault("_att_asked", set())
@@ -109,8 +108,8 @@ def maps_path(lab, key: str, split: str, index: int):
 
 
 @st.cache_data(show_spinner=False, max_entries=8)
-def _load(path_text: str, mtime: float) -> attn.AttentionMaps:
-    return attn.load_attention(path_text)
+def _load(path_text: str, mtime: float) -> jobs.AttentionMaps:
+    return jobs.load_attention(path_text)
 
 
 def maps_view(maps, info) -> None:
@@ -144,19 +143,19 @@ def maps_view(maps, info) -> None:
             st.session_state[name] = min(int(st.session_state.get(name, 0)), count - 1)
         layer = c1.slider("Layer", 0, layers - 1, key="keep.att.layer") if layers > 1 else 0
         head = c2.slider("Head", 0, heads - 1, key="keep.att.head") if heads > 1 else 0
-        panels = {names[w]: maps.maps[w][layer, head] for w in attn.WEIGHTS if w in maps.maps}
-        st.plotly_chart(figures.attention_compare(panels, labels, title=f"Layer {layer}, head {head}: rows attend "
+        panels = {names[w]: maps.maps[w][layer, head] for w in jobs.ATTENTION_WEIGHTS if w in maps.maps}
+        st.plotly_chart(views.attention_compare(panels, labels, title=f"Layer {layer}, head {head}: rows attend "
                                                   f"to columns"), key="att-compare")
     else:
         c1, c2 = st.columns([1, 2])
-        weights = c1.radio("Weights", [w for w in attn.WEIGHTS if w in maps.maps], format_func=names.get,
+        weights = c1.radio("Weights", [w for w in jobs.ATTENTION_WEIGHTS if w in maps.maps], format_func=names.get,
                            key="keep.att.weights")
         default_layers = list(range(min(layers, 6)))
         st.session_state.setdefault("keep.att.layers", default_layers)
         st.session_state["keep.att.layers"] = [x for x in st.session_state["keep.att.layers"] if x < layers] or \
             default_layers
         chosen = c2.multiselect("Layers", list(range(layers)), key="keep.att.layers")
-        st.plotly_chart(figures.attention_grid(maps.maps[weights], layers=chosen or default_layers,
+        st.plotly_chart(views.attention_grid(maps.maps[weights], layers=chosen or default_layers,
                                                title=f"{names[weights]}: every head (rows L = layer, H = head)"),
                         key="att-grid")
 
@@ -169,13 +168,13 @@ def head_distances(maps) -> None:
                "same maps; 2: attending to entirely different tokens).")
     pairs = {}
     if "finetuned" in maps.maps and "pretrained" in maps.maps:
-        pairs["fine-tuned vs pretrained"] = attn.layer_distances(maps.maps["finetuned"], maps.maps["pretrained"])
+        pairs["fine-tuned vs pretrained"] = jobs.layer_distances(maps.maps["finetuned"], maps.maps["pretrained"])
     if "random" in maps.maps and "pretrained" in maps.maps:
-        pairs["random vs pretrained"] = attn.layer_distances(maps.maps["random"], maps.maps["pretrained"])
+        pairs["random vs pretrained"] = jobs.layer_distances(maps.maps["random"], maps.maps["pretrained"])
     if "finetuned" in maps.maps and "random" in maps.maps:
-        pairs["fine-tuned vs random"] = attn.layer_distances(maps.maps["finetuned"], maps.maps["random"])
-    st.plotly_chart(figures.layer_distance_lines(pairs), key="att-distances")
-    st.caption(" · ".join(f"{names[w]}: {note}" for w, note in (maps.meta.get("notes") or attn.WEIGHT_NOTES).items()
+        pairs["fine-tuned vs random"] = jobs.layer_distances(maps.maps["finetuned"], maps.maps["random"])
+    st.plotly_chart(views.layer_distance_lines(pairs), key="att-distances")
+    st.caption(" · ".join(f"{names[w]}: {note}" for w, note in (maps.meta.get("notes") or jobs.WEIGHT_NOTES).items()
                           if w in names))
 
 

@@ -20,7 +20,7 @@ import streamlit as st
 
 from labcore.door import runs as lab_runs
 from labcore.door.runs import ACTIVE, STOPPED, JobRecord
-from labcore.door.views import figures, metrics, varying
+from labcore.door import views
 from labcore.errors import LabError
 from pages import state
 
@@ -250,9 +250,9 @@ def short_labels(lab, keys: Sequence[str]) -> list[str]:
     records = [lab_runs.record(lab, k) or JobRecord.from_dict({"spec": {}, "key": k}) for k in keys]
     if len(records) < 2:
         return [r.label_or(r.key[:8]) for r in records]
-    fields = varying([r.spec for r in records], ignore=("discipline_params",))
+    fields = views.varying([r.spec for r in records], ignore=("discipline_params",))
     fields = sorted(fields, key=lambda f: (f == "seed", f))  # the seed last: "random · seed=1"
-    return [figures.condition_label(r.spec, fields) if fields else r.label_or(r.key[:8]) for r in records]
+    return [views.condition_label(r.spec, fields) if fields else r.label_or(r.key[:8]) for r in records]
 
 
 class FigureCache:
@@ -305,11 +305,11 @@ def curves_figure(lab, keys: Sequence[str], roles: Sequence[str] | None = None, 
         for i, (key, record) in enumerate(records):
             train, validation, name = state.run_curves(lab, key, cache)
             metric = metric or name
-            role = roles[i] if roles is not None and i < len(roles) else figures.role_of(record.spec)
+            role = roles[i] if roles is not None and i < len(roles) else views.role_of(record.spec)
             label = names[i] if i < len(names) else record.label_or(key[:8])
-            runs.append(figures.RunCurves(label=label, role=role, train_loss=train, validation=validation,
+            runs.append(views.RunCurves(label=label, role=role, train_loss=train, validation=validation,
                                           status=record.status))
-        return figures.loss_curves(runs, smoothing=smoothing, metric=metric.replace("_", " ") or "metric",
+        return views.loss_curves(runs, smoothing=smoothing, metric=metric.replace("_", " ") or "metric",
                                    title=title), runs
 
     return FIGURES.get(signature, build)
@@ -368,6 +368,6 @@ def test_reliability(result: dict[str, Any]) -> tuple[str, str]:
     accuracy = (result.get("test") or {}).get("accuracy")
     interval = ""
     if n and accuracy is not None:
-        low, high = metrics.wilson_interval(round(accuracy * n), n)
+        low, high = views.wilson_interval(round(accuracy * n), n)
         interval = f"95 % Wilson interval {low:.3f}–{high:.3f} over {n:,} test example{'s' if n != 1 else ''}"
-    return interval, metrics.small_test_warning(n, classes)
+    return interval, views.small_test_warning(n, classes)

@@ -14,7 +14,8 @@ import streamlit as st
 
 from labcore.door import runs as lab_runs
 from labcore.door.runs import JobRecord, results
-from labcore.door.views import alignment_table, figures
+from labcore.door import views
+from labcore.door.views import alignment_table
 from labcore.errors import LabError
 from pages import common, state
 
@@ -70,8 +71,8 @@ def small_tests_warning(records) -> None:
     small = [(r, *common.test_reliability(vars(r))) for r in records]  # vars: its fields, without asdict's deep copy
     small = [(r, interval, why) for r, interval, why in small if why]
     if small:
-        fields = figures.condition_fields(records)
-        listed = "; ".join(f"{figures.condition_label(r.spec, fields)} seed {r.spec.get('seed')}: {why}"
+        fields = views.condition_fields(records)
+        listed = "; ".join(f"{views.condition_label(r.spec, fields)} seed {r.spec.get('seed')}: {why}"
                            f"{' (' + interval + ')' if interval else ''}" for r, interval, why in small[:6])
         st.warning(f"{len(small)} of {len(records)} runs were tested on too few examples to compare: {listed}"
                    f"{' …' if len(small) > 6 else ''}. Their bars and means below are no evidence either way.",
@@ -94,12 +95,12 @@ def tables(records, summary, named_by) -> None:
                         "steps_to_converge"]], hide_index=True,
                  column_config={"majority": st.column_config.NumberColumn("majority class", format="%.3f"),
                                 "steps_to_converge": st.column_config.NumberColumn("steps to converge", format="%.0f")})
-    paper = figures.paper_table(summary)
+    paper = views.paper_table(summary)
     if not paper.empty:
         st.markdown("**As Kao & Lee print it (table 5):** mean (std) in percent, conditions by discipline")
         st.dataframe(paper)
 
-    aligned = alignment_table(records, lambda r: figures.condition_label(r.spec, named_by))
+    aligned = alignment_table(records, lambda r: views.condition_label(r.spec, named_by))
     if not aligned.empty:
         st.subheader("Alignment distance beside the test metric (ORCA)")
         st.caption("Runs whose embedder was aligned to a text source before fine-tuning: the OTDD before and after "
@@ -113,18 +114,18 @@ def tables(records, summary, named_by) -> None:
 def figures_section(records, summary):
     """The paper-shaped figures; returns the steps-to-converge table (the JSON download carries it)."""
     st.subheader("Bars with error bars (Kao & Lee fig. 2)")
-    st.plotly_chart(figures.bars_with_error(summary, title="Test metric: mean ± std over seeds"), key="cmp-bars")
+    st.plotly_chart(views.bars_with_error(summary, title="Test metric: mean ± std over seeds"), key="cmp-bars")
 
     st.subheader("Mean curves with std bands (Kao & Lee fig. 4)")
     st.session_state.setdefault("keep.cmp.smoothing", 0.6)
     smoothing = st.slider("Smoothing of the mean train loss", 0.0, 0.95, step=0.05, key="keep.cmp.smoothing")
-    st.plotly_chart(figures.condition_curves(records, smoothing=smoothing),
+    st.plotly_chart(views.condition_curves(records, smoothing=smoothing),
                     key="cmp-curves")
     st.caption("Curves are averaged up to the shortest run's last step; a run's train loss is the record's thinned "
                "curve (every logged step for short runs).")
 
     st.subheader("Steps to converge (FPT table 6)")
-    steps = figures.steps_to_converge_table(records)
+    steps = views.steps_to_converge_table(records)
     if steps.empty:
         st.caption("Needs the same condition with both pretrained and random init (a pretrained-vs-random pair).")
     else:
@@ -150,7 +151,7 @@ def figures_section(records, summary):
 # --------------------------------------------------------------------------------------------- downloads
 def downloads(records, summary, steps, named_by) -> None:
     st.subheader("Download")
-    per_run = pd.DataFrame([{"key": r.key, "label": figures.condition_label(r.spec, named_by),
+    per_run = pd.DataFrame([{"key": r.key, "label": views.condition_label(r.spec, named_by),
                              "seed": r.spec.get("seed"), "status": r.status, "metric": r.metric,
                              "test": r.test_value, "untrained": r.untrained, "best_step": r.best_step,
                              "steps_to_converge": r.steps_to_converge,
@@ -202,8 +203,8 @@ def main() -> None:
         st.info("Pick at least one group or run with a result.")
         st.stop()
     small_tests_warning(records)
-    summary = figures.summary_table(records)
-    named_by = figures.condition_fields(records)  # once: per run it made the tables quadratic (13 s at 1,000 runs)
+    summary = views.summary_table(records)
+    named_by = views.condition_fields(records)  # once: per run it made the tables quadratic (13 s at 1,000 runs)
     tables(records, summary, named_by)
     steps = figures_section(records, summary)
     downloads(records, summary, steps, named_by)

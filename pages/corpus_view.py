@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore.door.data import corpora
-from labcore.door.views import figures
+from labcore.door.data import (CORPUS_MAX_LENGTH, CORPUS_MIN_LENGTH, corpus_about, corpus_sample, corpus_text_size,
+                               corpus_vocabulary)
+from labcore.door import views
 from labcore.errors import LabError
 
 SAMPLE_SEQUENCES = 200
@@ -15,24 +16,22 @@ SAMPLE_SEQUENCES = 200
 
 @st.cache_data(show_spinner="Drawing a sample of the corpus…", max_entries=16)
 def sample(name: str, seed: int) -> tuple[dict, list[list[str]]]:
-    drawn = corpora.CORPORA[name].generate(SAMPLE_SEQUENCES, seed, structure=True)
-    vocab = corpora.vocabulary()
-    return corpora.corpus_stats(drawn), [[vocab[i] for i in tokens[:40]] for tokens, _ in drawn[:3]]
+    return corpus_sample(name, SAMPLE_SEQUENCES, seed, shown=3, tokens=40)
 
 
 @st.cache_data(show_spinner="Reading the text…", max_entries=16)
 def size_text(name: str) -> str:
-    size = corpora.text_size(name)
+    size = corpus_text_size(name)
     if size is None:
-        return (f"generated on demand, seeded: a pretraining draws as many sequences of {corpora.MIN_LENGTH}-"
-                f"{corpora.MAX_LENGTH} tokens as it asks for")
+        return (f"generated on demand, seeded: a pretraining draws as many sequences of {CORPUS_MIN_LENGTH}-"
+                f"{CORPUS_MAX_LENGTH} tokens as it asks for")
     train, held_out = size
     return f"{train + held_out:,} tokens: {train:,} for training, {held_out:,} held out"
 
 
 def show(name: str, seed: int, *, key: str, expanded: bool = False) -> bool:
     """The corpus's description, size and sample; False (with the reason shown) where it cannot be read."""
-    corpus = corpora.CORPORA[name]
+    corpus = corpus_about(name)
     try:
         stats, examples = sample(name, seed)
         size = size_text(name)
@@ -45,6 +44,6 @@ def show(name: str, seed: int, *, key: str, expanded: bool = False) -> bool:
                      f"{stats['distinct']:,} distinct ids", expanded=expanded):
         for tokens in examples:
             st.code(" ".join(tokens) + " …", language="text")
-        st.plotly_chart(figures.corpus_figure(stats, corpora.vocabulary()), key=f"{key}.chart",
+        st.plotly_chart(views.corpus_figure(stats, corpus_vocabulary()), key=f"{key}.chart",
                         config={"displaylogo": False})
     return True

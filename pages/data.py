@@ -3,7 +3,7 @@ source; the assets (weights and data) on this machine; and the upload form for a
 
 Building a data set the first time (music parses hundreds of scores) runs in a background thread of the
 server with its progress shown, so the page never waits for it. An uploaded file is checked and saved by a
-subprocess (labcore.data.upload.start_save) that the page polls: a large file costs that process, never the
+subprocess (the door's ``uploads.start_save``) that the page polls: a large file costs that process, never the
 server that every user's page runs in.
 """
 
@@ -15,43 +15,22 @@ import json
 import time
 from typing import Any
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
-from labcore.door.data import (assets, corpora, data_base, disciplines, patches_image, render_example,
-                               upload_fields, uploads)
-from labcore.door.views import figures, fmt_duration, metrics
+from labcore.door import data, uploads, views
+from labcore.door.data import patches_image
+from labcore.door.views import fmt_duration
 from labcore.errors import LabError
 from pages import common, corpus_view, state
 
 common.through_router()
 
 
-def _built(name: str, params: Any) -> bool:
-    return (data_base.cache_path(name, params) / "dataset_dict.json").is_file()
-
-
 @st.cache_data(show_spinner=False, max_entries=32)
 def _summary(name: str, params_json: str, key: str) -> dict[str, Any]:
     """Sizes, class counts per split, every length, and a few examples (plain data, cached per build)."""
-    dataset, info = disciplines.load(name, json.loads(params_json), progress=lambda _m: None)
-    sizes = {split: len(dataset[split]) for split in dataset}
-    counts: dict[str, dict[str, int]] = {}
-    lengths: list[int] = []
-    for split in dataset:
-        if info.output_kind == "class":
-            counts[split] = dict(zip(info.class_names, data_base.label_counts(dataset[split], len(info.class_names))))
-        lengths += data_base.example_lengths(dataset[split], info.input_kind)
-    train = dataset["train"]
-    picks = np.linspace(0, len(train) - 1, num=min(6, len(train)), dtype=int).tolist() if len(train) else []
-    examples = [{"label": disciplines.label_name(info, train[i]["label"]),
-                 "shown": render_example(info, train[i]),
-                 "vectors": train[i].get("vectors")} for i in picks]
-    groups = None
-    if "group" in train.column_names:
-        groups = {split: len(set(dataset[split]["group"])) for split in dataset}
-    return {"sizes": sizes, "counts": counts, "lengths": lengths, "examples": examples, "groups": groups}
+    return data.dataset_summary(name, json.loads(params_json))
 
 
 # ---------------------------------------------------------------------------------------- disciplines
@@ -59,9 +38,8 @@ def discipline_table(names: list[str]) -> None:
     rows = []
     for name in names:
         try:
-            discipline = disciplines.get(name)
-            info = discipline.info(disciplines.parse_params(discipline, {}))
-            ok, why = discipline.available()
+            info = data.discipline_info(name)
+            ok, why = data.discipline_available(name)
         except LabError as exc:
             rows.append({"discipline": name, "title": "", "available": str(exc)})
             continue
@@ -72,7 +50,7 @@ def discipline_table(names: list[str]) -> None:
 
 
 def discipline_tab() -> None:
-    names = disciplines.names()
+    names = data.discipline_names()
     discipline_table(names)
     widget = state.remember("data.discipline", names[0], names)
     external = state.qp_external("discipline")
@@ -80,14 +58,14 @@ def discipline_tab() -> None:
         st.session_state[widget] = external
     name = state.keep("data.discipline", st.selectbox("Look at", names, key=widget))
     state.set_qp(discipline=name)
-    discipline = disciplines.get(name)
-    presets = [""] + list(discipline.presets)
+    known = data.discipline_presets(name)
+    presets = [""] + list(known)
     preset = st.selectbox("Variant", presets, key=f"keep.data.preset.{name}",
                           format_func=lambda p: "default (what runs use unless told otherwise)" if not p else
-                          f"preset {p}: {discipline.presets[p]}") if len(presets) > 1 else ""
+                          f"preset {p}: {known[p]}") if len(presets) > 1 else ""
     try:
-        params = disciplines.parse_params(discipline, {}, preset)
-        info = discipline.info(params)
+        params = data.preset_params(name, preset)
+        info = data.discipline_info(name, preset=preset)
     except LabError as exc:
         st.error(str(exc))
         return
@@ -95,10 +73,10 @@ def discipline_tab() -> None:
     st.markdown(f":material/description: {info.citation}  \n**Source:** {info.source}  \n**Licence:** {info.licence}")
     if info.notes:
         st.caption(info.notes)
-    ok, why = discipline.available()
+    ok, why = data.discipline_available(name)
     if not ok:
         st.warning(f"Not available here: {why}")
-    if not _built(name, params):
+    if not data.is_built(name, params):
         build_view(name, params, ok)
         return
     summary_view(name, params, info)
@@ -106,7 +84,7 @@ def discipline_tab() -> None:
 
 def build_view(name: str, params: Any, ok: bool) -> None:
     """A data set not built yet: the button that builds it in a background task, and the task's messages."""
-    task_name = f"build:{name}:{data_base.params_key(name, params)}"
+    task_name = f"build:{name}:{data.params_key(name, params)}"
     task = state.get_task(task_name)
     if task is None or task.done:
         if task is not None and task.error:
@@ -115,8 +93,8 @@ def build_view(name: str, params: Any, ok: bool) -> None:
                 "read from the cache." + (" Music parses scores: expect a few minutes." if name.startswith(
                     "music") else ""))
         if ok and st.button("Build it now", key=f"btn.data.build.{name}"):
-            state.start_task(task_name, lambda progress: disciplines.load(
-                name, dataclasses.asdict(params), progress=progress))
+            state.start_task(task_name, lambda progress: data.build_dataset(
+                name, dataclasses.asdict(params), progress))
             st.rerun()
     if task is not None and not task.done:
         @st.fragment(run_every=common.REFRESH.task_s)
@@ -134,7 +112,7 @@ def build_view(name: str, params: Any, ok: bool) -> None:
 def summary_view(name: str, params: Any, info: Any) -> None:
     """A built data set: its split sizes, class balance, lengths and examples in their own symbols."""
     params_json = json.dumps(dataclasses.asdict(params), sort_keys=True, default=list)
-    summary = _summary(name, params_json, data_base.params_key(name, params))
+    summary = _summary(name, params_json, data.params_key(name, params))
     cols = st.columns(len(summary["sizes"]) + 1)
     for col, (split, n) in zip(cols, summary["sizes"].items()):
         col.metric(split, f"{n:,}")
@@ -143,11 +121,11 @@ def summary_view(name: str, params: Any, info: Any) -> None:
                         help="Examples are windows of longer items; splits never cut an item.")
     c1, c2 = st.columns(2)
     if summary["counts"]:
-        c1.plotly_chart(figures.class_balance(summary["counts"], title="Class balance per split"), key="data-balance")
+        c1.plotly_chart(views.class_balance(summary["counts"], title="Class balance per split"), key="data-balance")
     else:
         c1.caption(f"No classes: the target is {info.output_kind} ({info.metric}).")
     unit = {"tokens": "symbols", "vectors": "vectors", "text": "words"}[info.input_kind]
-    c2.plotly_chart(figures.length_histogram(summary["lengths"], unit=unit, title="Lengths"), key="data-lengths")
+    c2.plotly_chart(views.length_histogram(summary["lengths"], unit=unit, title="Lengths"), key="data-lengths")
 
     st.markdown("**Examples from the training split, in their own symbols**")
     for example in summary["examples"]:
@@ -167,7 +145,7 @@ def upload_caps(limits: uploads.UploadLimits) -> str:
             f"(MIDI: windows; npz: images), {limits.max_classes} classes, {limits.max_total_symbols:,} symbols in "
             f"all and {limits.max_symbols} distinct symbols. Every class needs at least {limits.min_per_class} "
             f"examples (MIDI: files), so that train, validation and test each hold {limits.min_per_split}. A test "
-            f"split under {metrics.SMALL_TEST} examples, or of one class, gives accuracies too coarse to compare: "
+            f"split under {views.SMALL_TEST} examples, or of one class, gives accuracies too coarse to compare: "
             f"New experiment, Runs and Compare say so. A file over a limit is refused as soon as it crosses it, "
             f"with the limit named.")
 
@@ -200,7 +178,7 @@ def upload_result() -> None:
     inputs = f"alphabet of {len(saved.alphabet)} symbols" if saved.alphabet else f"vectors of {saved.vector_dim}"
     own = ""
     if saved.split_counts:
-        given = ", ".join(f"{s} {n:,}" for s, n in zip(upload_fields.SPLITS, saved.split_counts))
+        given = ", ".join(f"{s} {n:,}" for s, n in zip(uploads.SPLITS, saved.split_counts))
         own = f" The file's own split: {given}{' (what it lacks is taken from train)' if 0 in saved.split_counts else ''}."
     for warning in saved.warnings:
         st.warning(f"Saved, but {warning}.", icon=":material/warning:")
@@ -223,7 +201,7 @@ def upload_preview(kind: str, file) -> tuple[str, str]:
     counts that choice gives and what is suspicious about it; the fields chosen."""
     cached = st.session_state.get("upload.preview")
     if cached is None or cached[0] != (file.file_id, kind):
-        cached = ((file.file_id, kind), upload_fields.preview(kind, file.getvalue()))
+        cached = ((file.file_id, kind), uploads.preview_upload(kind, file.getvalue()))
         st.session_state["upload.preview"] = cached
         for key in ("w:upload.label_field", "w:upload.split_field"):
             st.session_state.pop(key, None)  # a new file: its own suggestions
@@ -238,13 +216,13 @@ def upload_preview(kind: str, file) -> tuple[str, str]:
     table = pd.DataFrame([{**{f: r.get(f, "") for f in shown_fields}, "length": n}
                           for r, n in zip(preview.records[:8], preview.lengths)])
     st.dataframe(table, hide_index=True)
-    describe = functools.partial(upload_fields.describe_field, kind)
+    describe = functools.partial(uploads.describe_field, kind)
     choices = list(preview.label_choices)
     c1, c2 = st.columns(2)
     label = c1.selectbox("Label field", choices, index=choices.index(preview.label_field)
                          if preview.label_field in choices else 0, format_func=describe, key="w:upload.label_field",
                          help="FASTA headers are split on '|' and spaces into field 1, field 2, ...")
-    splits = ["", *[f for f in preview.fields if f not in (label, upload_fields.SEQUENCE_COLUMN)]]
+    splits = ["", *[f for f in preview.fields if f not in (label, uploads.SEQUENCE_COLUMN)]]
     split = c2.selectbox("Split", splits, index=splits.index(preview.split_field)
                          if preview.split_field in splits else 0, key="w:upload.split_field",
                          format_func=lambda f: "a seeded 80/10/10 split by class" if not f else
@@ -259,7 +237,7 @@ def upload_preview(kind: str, file) -> tuple[str, str]:
     warnings = preview.warnings(label, split, limits.min_per_class)
     if preview.complete and counts and not warnings:  # the test split this choice gives, before saving
         test = preview.test_counts(label, split, limits.min_per_split, uploads.SPLIT_FRACTIONS[2])
-        small = metrics.small_test_warning(sum(test.values()), len(test))
+        small = views.small_test_warning(sum(test.values()), len(test))
         if small:
             warnings.append(f"Too small to compare: {small}.")
     for warning in warnings:
@@ -278,8 +256,8 @@ def upload_tab() -> None:
     st.caption(upload_caps(uploads.UploadLimits()))
     c1, c2 = st.columns(2)
     upload_name = c1.text_input("Name (a-z, 0-9, -)", key="w:upload.name", placeholder="my-genes")
-    kind = c2.selectbox("Format", ["from the file name", *uploads.KINDS], key="w:upload.kind")
-    file = st.file_uploader("File", type=[e.lstrip(".") for e in uploads.EXTENSIONS], key="upload.file")
+    kind = c2.selectbox("Format", ["from the file name", *uploads.UPLOAD_KINDS], key="w:upload.kind")
+    file = st.file_uploader("File", type=[e.lstrip(".") for e in uploads.UPLOAD_EXTENSIONS], key="upload.file")
     label_field = split_field = ""
     file_kind = None
     if file is not None:
@@ -363,17 +341,17 @@ def saved_list() -> None:
 def corpora_tab() -> None:
     st.caption("The first languages a model can be pretrained on under **Pretrain** (Chiang & Lee §3-4): generated "
                "token streams and real texts, all as ids of MiniLM's vocabulary.")
-    names = corpora.corpus_names()
+    names = data.corpus_names()
     chosen = st.selectbox("L1 corpus", names, index=names.index("nested"), key="data.corpus")
     corpus_view.show(chosen, 0, key="data.corpus.sample", expanded=True)
 
 
 # -------------------------------------------------------------------------------------------- assets
 def assets_tab() -> None:
-    rows = [{"asset": name, "kind": a.kind, "present": "yes" if assets.is_available(name) else "no",
+    rows = [{"asset": name, "kind": a.kind, "present": "yes" if data.asset_available(name) else "no",
              "source": f"{a.source}: {a.requirement}", "size (MB)": round(a.size / 2**20, 1), "licence": a.licence,
              "what": a.description}
-            for name, a in assets.ASSETS.items()]
+            for name, a in data.assets().items()]
     st.dataframe(pd.DataFrame(rows), hide_index=True)
     missing = [r["asset"] for r in rows if r["present"] == "no"]
     if missing:

@@ -16,9 +16,10 @@ import pandas as pd
 import streamlit as st
 
 from labcore.door import runs as lab_runs
-from labcore.door.data import mapping_lib, run_mapping, spec_info
+from labcore.door.data import (RUN_SPECIAL_FIX, MappingSpec, build_mapping, describe_mapping, model_vocab, run_mapping,
+                               spec_info)
 from labcore.door.runs import RunSpec, make_spec, result_of
-from labcore.door.views import figures
+from labcore.door import views
 from labcore.errors import LabError
 from pages import common, state
 
@@ -32,14 +33,14 @@ SAMPLE_WORDS = ("the", "a", "and", "not", "good", "bad", "great", "boring", "fun
 
 def _table(mapping, text_filter: str = "", limit: int = 400) -> pd.DataFrame:
     if not mapping.is_text:
-        return figures.mapping_table(mapping.rows())
+        return views.mapping_table(mapping.rows())
     rows = mapping.rows()
     if text_filter:
         rows = [r for r in rows if text_filter.lower() in r[0].lower()]
     else:
         wanted = {w: i for i, w in enumerate(SAMPLE_WORDS)}
         rows = sorted((r for r in rows if r[0] in wanted), key=lambda r: wanted[r[0]])
-    return figures.mapping_table(rows[:limit])
+    return views.mapping_table(rows[:limit])
 
 
 # ------------------------------------------------------------------------------------------ the mapping
@@ -50,7 +51,7 @@ def current_view(record, info, vocab, current, is_text: bool) -> tuple[pd.DataFr
     detail = {"shift": f" k = {spec.get('mapping_k')}", "random": f" seed {spec.get('mapping_seed')}"}.get(kind, "")
     st.markdown(f"**{record.label}** feeds {'its text' if is_text else f'{len(info.alphabet)} symbols'} into "
                 f"**{spec['model']}**'s vocabulary of {vocab.size:,} tokens with the **{kind}**{detail} mapping.")
-    st.caption(mapping_lib.describe_kind(kind))
+    st.caption(describe_mapping(kind))
 
     text_filter = ""
     if is_text:
@@ -95,7 +96,7 @@ def new_mapping(record, info, vocab, current, is_text: bool):
     kind_widget = state.remember("map.kind", kinds[0], kinds)
     new_kind = state.keep("map.kind", st.radio("New mapping", kinds, key=kind_widget, horizontal=True,
                                                   format_func=titles.get))
-    st.caption(mapping_lib.describe_kind(new_kind))
+    st.caption(describe_mapping(new_kind))
 
     mspec = None
     problems: list[str] = []
@@ -103,11 +104,11 @@ def new_mapping(record, info, vocab, current, is_text: bool):
         default_k = RunSpec.mapping_k  # Kao & Lee's 1000, from the one place it is declared
         k = int(st.number_input(f"k (Kao & Lee use {default_k})", step=1, key=f"keep.map.k.{key}",
                                 value=int(spec.get("mapping_k") or default_k) if kind == "shift" else default_k))
-        mspec = mapping_lib.MappingSpec("shift", k=k)
+        mspec = MappingSpec("shift", k=k)
     elif new_kind == "random":
         seed = int(st.number_input("Mapping seed", min_value=0, step=1, key=f"keep.map.seed.{key}",
                                    value=int(spec.get("mapping_seed") or 0) + 1 if kind == "random" else 1))
-        mspec = mapping_lib.MappingSpec("random", seed=seed)
+        mspec = MappingSpec("random", seed=seed)
     elif new_kind == "table":
         table_key = f"keep.map.table.{key}"
         if table_key not in st.session_state:
@@ -136,11 +137,11 @@ def new_mapping(record, info, vocab, current, is_text: bool):
         rows, problems = _parse_table(text, info.alphabet)
         if rows and not problems:
             try:
-                mspec = mapping_lib.MappingSpec("table", table=rows)
+                mspec = MappingSpec("table", table=rows)
             except LabError as exc:
                 problems.append(str(exc))
     else:
-        mspec = mapping_lib.MappingSpec(new_kind)
+        mspec = MappingSpec(new_kind)
     return mspec, problems
 
 
@@ -150,8 +151,8 @@ def rerun_button(record, info, vocab, is_text: bool, mspec, problems: list[str],
     proposed = None
     if mspec is not None and not problems:
         try:
-            proposed = mapping_lib.build_mapping(mspec, None if is_text else info.alphabet, vocab,
-                                                 special_fix=mapping_lib.RUN_SPECIAL_FIX)
+            proposed = build_mapping(mspec, None if is_text else info.alphabet, vocab,
+                                                 special_fix=RUN_SPECIAL_FIX)
         except LabError as exc:
             problems.append(str(exc))
     for problem in problems:
@@ -159,7 +160,7 @@ def rerun_button(record, info, vocab, is_text: bool, mspec, problems: list[str],
 
     if proposed is not None:
         new_table = _table(proposed, text_filter)
-        changed = figures.mapping_diff(current_table, new_table)
+        changed = views.mapping_diff(current_table, new_table)
         if changed.empty:
             st.info("This is the run's own mapping: rerunning it returns the stored result.")
         else:
@@ -219,7 +220,7 @@ def main() -> None:
     key = record.key
     try:
         info = spec_info(spec)
-        vocab = mapping_lib.model_vocab(spec["model"])
+        vocab = model_vocab(spec["model"])
         current = run_mapping(lab, record)
     except LabError as exc:
         st.error(str(exc))

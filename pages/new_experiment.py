@@ -14,12 +14,12 @@ from typing import Any
 import streamlit as st
 
 from labcore.door import runs as lab_runs
-from labcore.door import catalogue
-from labcore.door.catalogue import budget_device, defaults_family, known_positions, spec_lib, speed
-from labcore.door.data import discipline_info, disciplines, uploads
-from labcore.door.recipes import demos
+from labcore.door import catalogue, uploads, views
+from labcore.door.catalogue import budget_device, defaults_family, known_positions
+from labcore.door.data import discipline_available, discipline_info, discipline_names, discipline_title
+from labcore.door.recipes import DEMO_BUDGET_NOTES, TRAIN_SIZE_NOTES
 from labcore.door.runs import ResolvedSpec, RunSpec, make_spec, resolve_spec, results, train_defaults
-from labcore.door.views import fmt_duration, metrics
+from labcore.door.views import fmt_duration
 from labcore.errors import LabError
 from pages import common, state
 
@@ -46,7 +46,7 @@ def what() -> tuple[str, str, str, str, Any, list]:
     backbones = catalogue.backbones()
     inits = catalogue.inits()
     protocols = catalogue.protocols()
-    names = disciplines.names()
+    names = discipline_names()
 
     external_model = state.qp_external("model")  # "use this model" on Pretrain links here with ?model=lab:<name>
     if external_model in backbones:
@@ -62,10 +62,10 @@ def what() -> tuple[str, str, str, str, Any, list]:
         st.caption(f"{init}: {inits[init]}")
     with right:
         discipline = choose("Discipline", "exp.discipline", names, "dna-splice" if "dna-splice" in names else names[0],
-                            fmt=lambda n: f"{n} — {disciplines.get(n).title}" if not n.startswith("upload:") else n)
+                            fmt=lambda n: f"{n} — {discipline_title(n)}" if not n.startswith("upload:") else n)
         try:
             info = discipline_info(discipline)
-            ok, why = disciplines.get(discipline).available()
+            ok, why = discipline_available(discipline)
             st.caption(f"{info.input_kind} → {info.output_kind}, metric {info.metric}. :material/description: "
                        f"{info.citation}")
             if not ok:
@@ -109,12 +109,12 @@ def how() -> tuple[str, str, list[int]]:
     """Budget, training-set size and seeds."""
     b1, b2, b3 = st.columns(3)
     with b1:
-        budget = choose("Budget", "exp.budget", list(spec_lib.BUDGETS), "quick", radio=True)
-        st.caption(demos.BUDGET_NOTES[budget])
+        budget = choose("Budget", "exp.budget", list(catalogue.BUDGETS), "quick", radio=True)
+        st.caption(DEMO_BUDGET_NOTES[budget])
     with b2:
-        train_size = choose("Training-set size", "exp.train_size", list(spec_lib.TRAIN_SIZES), "full", radio=True,
+        train_size = choose("Training-set size", "exp.train_size", list(catalogue.TRAIN_SIZES), "full", radio=True,
                             fmt=lambda s: {"full": "full", "1%": "1 %", "500": "500", "5000": "5k"}[s])
-        st.caption(demos.TRAIN_SIZE_NOTES[train_size])
+        st.caption(TRAIN_SIZE_NOTES[train_size])
     with b3:
         seed_widget = state.remember("exp.seeds", [0])
         seeds = state.keep("exp.seeds", st.multiselect("Seeds", list(range(10)), key=seed_widget,
@@ -132,13 +132,13 @@ def fold_choice(name: str) -> int:
         up = uploads.upload_info(name)
     except LabError:
         return 0
-    why = metrics.small_test_warning(*uploads.expected_test_size(up))
+    why = views.small_test_warning(*uploads.expected_test_size(up))
     if not why or up.options.split_field:  # a file's own split is the user's: the folds would ignore it
         return 0
     left, right = st.columns([3, 1])
     chosen = left.checkbox("Cross-validate in k folds", key="exp.folds",
                            help=f"Offered where the fixed 80/10/10 split would leave a test set under "
-                                f"{metrics.SMALL_TEST} examples or of one class, as it does here: {why}.")
+                                f"{views.SMALL_TEST} examples or of one class, as it does here: {why}.")
     k = int(right.number_input("folds (k)", min_value=uploads.MIN_FOLDS, max_value=uploads.MAX_FOLDS, value=5,
                                step=1, key="exp.folds.k", disabled=not chosen))
     units = sum(up.class_units or up.class_counts)
@@ -167,7 +167,7 @@ def advanced(budget: str, protocol: str, model: str) -> tuple[dict[str, Any], st
         st.caption(f"Defaults of the {budget} budget for this protocol{' on a GPU' if device_kind == 'cuda' else ''}; "
                    f"change one and only that one goes into the spec.")
         cols = st.columns(4)
-        for i, param in enumerate(spec_lib.BUDGET_PARAMS):  # one widget per hyper-parameter
+        for i, param in enumerate(catalogue.BUDGET_PARAMS):  # one widget per hyper-parameter
             col = cols[i % 4]
             name = param.name
             widget = f"exp.adv.{budget}.{family}.{name}"  # new defaults (budget, protocol family) reset the widget
@@ -183,29 +183,29 @@ def advanced(budget: str, protocol: str, model: str) -> tuple[dict[str, Any], st
                 overrides[name] = value
         st.markdown("**Inputs**")
         cols = st.columns(4)
-        mapping = cols[0].selectbox("Token mapping", list(spec_lib.MAPPING_KINDS), key="exp.adv.mapping",
+        mapping = cols[0].selectbox("Token mapping", list(catalogue.MAPPING_KINDS), key="exp.adv.mapping",
                                     help="auto: identity for text, random for symbols (Kao & Lee §2.2)")
         if mapping != "auto":
             overrides["mapping"] = mapping
         if mapping == "shift":
             overrides["mapping_k"] = int(cols[1].number_input("shift k", value=RunSpec.mapping_k, min_value=0, step=1,
-                                                              max_value=spec_lib.COUNT_LIMIT - 1, key="exp.adv.k"))
+                                                              max_value=catalogue.COUNT_LIMIT - 1, key="exp.adv.k"))
         if mapping == "random":
             overrides["mapping_seed"] = int(cols[1].number_input("mapping seed", value=0, min_value=0, step=1,
                                                                  key="exp.adv.mseed"))
-        adapter = cols[2].selectbox("Input adapter", list(spec_lib.INPUT_ADAPTERS), key="exp.adv.adapter")
+        adapter = cols[2].selectbox("Input adapter", list(catalogue.INPUT_ADAPTERS), key="exp.adv.adapter")
         if adapter != "auto":
             overrides["input_adapter"] = adapter
-        pooling = cols[3].selectbox("Readout (pooling)", list(spec_lib.POOLINGS), key="exp.adv.pooling")
+        pooling = cols[3].selectbox("Readout (pooling)", list(catalogue.POOLINGS), key="exp.adv.pooling")
         if pooling != "auto":
             overrides["pooling"] = pooling
         cols = st.columns(4)
-        precision = cols[0].selectbox("Precision", list(spec_lib.PRECISIONS), key="exp.adv.precision")
+        precision = cols[0].selectbox("Precision", list(catalogue.PRECISIONS), key="exp.adv.precision")
         if precision != "auto":
             overrides["precision"] = precision
         max_length = int(cols[1].number_input(
             "max_length (0: the discipline's)", value=0, min_value=0, step=1, key="exp.adv.max_length",
-            help=f"0 or at least {spec_lib.MIN_MAX_LENGTH} tokens (room for [CLS], [SEP] and a few symbols); a value "
+            help=f"0 or at least {catalogue.MIN_MAX_LENGTH} tokens (room for [CLS], [SEP] and a few symbols); a value "
                  f"above the model's positions is cut to them."))
         if max_length:
             overrides["max_length"] = max_length
@@ -285,23 +285,23 @@ def small_test_note(name: str, folds: int) -> None:
     except LabError:
         return
     n, classes = uploads.expected_test_size(up, folds)
-    why = metrics.small_test_warning(n, classes)
+    why = views.small_test_warning(n, classes)
     if why and folds:
         st.info(f"Each fold's test set is small ({why}), but the {folds} folds together test all "
                 f"{sum(up.class_units or up.class_counts):,}: read Compare's mean ± std and interval over the folds, "
                 f"not one fold's accuracy.", icon=":material/splitscreen:")
     elif why:
         st.warning(f"Too small to compare: {why}. Each class keeps at least 2 examples in every split; upload more "
-                   f"examples for a test set of {metrics.SMALL_TEST} or more (Runs shows each accuracy with its 95 % "
+                   f"examples for a test set of {views.SMALL_TEST} or more (Runs shows each accuracy with its 95 % "
                    f"Wilson interval).", icon=":material/warning:")
 
 
-def measured_speed(resolved: ResolvedSpec, mean_tokens: float) -> speed.Speed | None:
-    """The training speed finished runs of this model and protocol measured here (see labcore.engine.speed)."""
+def measured_speed(resolved: ResolvedSpec, mean_tokens: float) -> catalogue.MeasuredSpeed | None:
+    """The training speed finished runs of this model and protocol measured here."""
     lab = state.get_lab()
     wanted = (resolved.model, resolved.protocol)
     keys = [r.key for r in lab_runs.runs(lab, status="done") if (r.spec.get("model"), r.spec.get("protocol")) == wanted]
-    return speed.measured_speed(results(lab, keys), resolved.model, resolved.protocol, resolved.discipline,
+    return catalogue.measured_speed(results(lab, keys), resolved.model, resolved.protocol, resolved.discipline,
                                 mean_tokens=mean_tokens)
 
 
@@ -322,10 +322,10 @@ def time_note(resolved: ResolvedSpec, runs: int) -> None:
                    f"there is no speed to promise a time from; the first run measures it.")
         return
     folds = int(dict(resolved.discipline_params).get("folds", 0))
-    guess = spec_lib.estimate(resolved, uploads.expected_sizes(up, folds), mean, tokens_per_s=rate.tokens_per_s)
+    guess = catalogue.estimate_time(resolved, uploads.expected_sizes(up, folds), mean, tokens_per_s=rate.tokens_per_s)
     total = f" ({fmt_duration(guess.seconds * runs)} for the {runs} runs, one after another)" if runs > 1 else ""
     st.caption(f":material/timer: About {fmt_duration(guess.seconds)} a run on {os.cpu_count() or 1} free "
-               f"cores{total}, at the speed {rate.words()}: {guess.kept:,} training examples of {mean:.0f} tokens, "
+               f"cores{total}, at the speed {rate.words}: {guess.kept:,} training examples of {mean:.0f} tokens, "
                f"{guess.steps:,} steps, {guess.evaluations} validations. Other work on the machine slows it several "
                f"times over; the run's notes say how many threads it had.")
 

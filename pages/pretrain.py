@@ -11,7 +11,7 @@ import streamlit as st
 
 from labcore.door import runs as lab_runs
 from labcore.door.catalogue import made_here_names
-from labcore.door.data import corpora
+from labcore.door.data import corpus_about, corpus_names
 from labcore.door.jobs import SIZES, PretrainSpec, resolve_pretrain
 from labcore.door.runs import key_of
 from labcore.errors import LabError
@@ -24,7 +24,7 @@ common.through_router()
 def choose() -> PretrainSpec | None:
     """The form: corpus, size, steps, seed, name and where to start; the spec it asks for, None after showing why
     there is none (the corpus cannot be read, or the choices do not make a spec)."""
-    names = corpora.corpus_names()
+    names = corpus_names()
     left, right = st.columns(2)
     with left:
         corpus = state.keep("pre.corpus", st.selectbox("L1 corpus", names, key=state.remember("pre.corpus", "nested",
@@ -51,7 +51,7 @@ def choose() -> PretrainSpec | None:
             help="Chiang §4.4: align a pretrained body's embeddings to a new L1 (English) with the body frozen.") \
             else "all"
         substitute = False
-        if corpora.CORPORA[corpus].few_ids:
+        if corpus_about(corpus).few_ids:
             substitute = st.checkbox("50-substitute", key="pre.substitute",
                                      help="After pretraining, copy the used token embeddings over the unused rows "
                                           "(Chiang §4.3), so English tokens start from learnt embeddings.")

@@ -21,7 +21,8 @@ from labcore.door import runs as lab_runs
 from labcore.door.desk import stored_spec
 from labcore.door.runs import (ACTIVE, COMMAND_LINE, STOPPED, JobRecord, RunRecord, RunSpec, Selection, disk_usage,
                                stage_curves)
-from labcore.door.views import figures, fmt_age, fmt_duration, fmt_speed
+from labcore.door import views
+from labcore.door.views import fmt_age, fmt_duration, fmt_speed
 from labcore.errors import LabError
 from pages import common, state
 
@@ -280,7 +281,7 @@ def live_view(lab, keys: list[str], group: str | None) -> None:
             curves = {f"{names[k]}: {name.replace('_', ' ')}": points for k in staged
                       for name, points in stage_curves(cache.read(lab, k)).items()}
             if curves:
-                st.plotly_chart(figures.stage_curves_figure(curves, metric="distance to the source",
+                st.plotly_chart(views.stage_curves_figure(curves, metric="distance to the source",
                                                             title="Before training: the alignment"),
                                 key="runs-stage-chart", config={"displaylogo": False})
             else:

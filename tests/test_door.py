@@ -18,12 +18,7 @@ MACHINERY = ("labcore.engine", "labcore.execution", "labcore.store", "torch")
 
 # Modules the door still hands the pages, each to be replaced by functions that return rows or figures.
 STILL_MODULES = {
-    "catalogue": {"spec_lib", "speed"},
-    "data": {"assets", "corpora", "data_base", "disciplines", "mapping_lib", "upload_fields", "uploads"},
-    "jobs": {"atlas", "attn"},
     "lessons": {"catalogue", "runs", "sittings"},  # the lessons' own door
-    "recipes": {"demos"},
-    "views": {"figures", "metrics"},
 }
 
 

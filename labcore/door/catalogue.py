@@ -5,16 +5,39 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Iterable
 
 from labcore import spec as spec_lib
 from labcore.engine import speed
 from labcore.machine.device import budget_device
 from labcore.models import BACKBONES, INITS, known_layers, known_positions, made_here_names, model_folder, read_card
 from labcore.protocols import PROTOCOLS  # registers every protocol; loads no torch
+from labcore.results.record import RunRecord
+from labcore.spec import (BUDGET_PARAMS, BUDGETS, COUNT_LIMIT, INPUT_ADAPTERS, MAPPING_KINDS, MIN_MAX_LENGTH, POOLINGS,
+                          PRECISIONS, TRAIN_SIZES)
+from labcore.spec import estimate as estimate_time
 
-__all__ = ["backbones", "budget_device", "defaults_family", "has_stage", "inits", "known_layers", "known_positions",
-           "made_here_names", "protocols", "spec_lib", "speed"]
+__all__ = ["BUDGETS", "BUDGET_PARAMS", "COUNT_LIMIT", "INPUT_ADAPTERS", "MAPPING_KINDS", "MIN_MAX_LENGTH",
+           "POOLINGS", "PRECISIONS", "TRAIN_SIZES", "MeasuredSpeed", "backbones", "budget_device",
+           "defaults_family", "estimate_time", "has_stage", "inits", "known_layers", "known_positions",
+           "made_here_names", "measured_speed", "protocols"]
+
+
+@dataclass(frozen=True)
+class MeasuredSpeed:
+    """A training speed to promise a run, and where it comes from in the words the New experiment page uses."""
+
+    tokens_per_s: float
+    words: str
+
+
+def measured_speed(records: Iterable[RunRecord], model: str, protocol: str, discipline: str, *,
+                   mean_tokens: float = 0.0) -> MeasuredSpeed | None:
+    """The speed the finished runs in ``records`` promise a run of ``model`` under ``protocol`` on
+    ``discipline`` (examples of ``mean_tokens`` tokens), None where they promise none."""
+    found = speed.measured_speed(records, model, protocol, discipline, mean_tokens=mean_tokens)
+    return None if found is None else MeasuredSpeed(found.tokens_per_s, found.words())
 
 
 def backbones() -> dict[str, str]:

@@ -4,8 +4,8 @@ real jobs, its driver, its verdicts and its exports)."""
 from __future__ import annotations
 
 from labcore.door.desk import Desk, executor_of
-from labcore.recipes import demos
-from labcore.recipes.demos import PAPERS
+from labcore.recipes.demos import DEMOS, PAPERS, TRAIN_SIZE_NOTES, Demo, demo_records, summarize_demo
+from labcore.recipes.demos import BUDGET_NOTES as DEMO_BUDGET_NOTES  # the spec budgets' notes, not the recipes'
 from labcore.recipes import BUDGETS, RECIPES
 from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
 from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
@@ -13,10 +13,21 @@ from labcore.recipes.export import (RULE, TUNING_TITLE, headline_line, secondary
                                     to_html)
 from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
 
-__all__ = ["BUDGETS", "BUDGET_NOTES", "DOES_NOT_HOLD", "HOLDS", "INCONCLUSIVE", "NOT_MEASURED", "OPEN", "PAPERS",
-           "RECIPES", "RULE", "TUNING_TITLE", "Plan", "Recipe", "advance", "demos", "expected_of",
-           "expected_sentence", "headline_line", "plan_for", "progress", "results_of", "secondary_line",
-           "seeds_words", "step", "summary_line", "to_csv", "to_html"]
+__all__ = ["BUDGETS", "BUDGET_NOTES", "DEMO_BUDGET_NOTES", "DOES_NOT_HOLD", "HOLDS", "INCONCLUSIVE", "NOT_MEASURED",
+           "OPEN", "PAPERS", "RECIPES", "RULE", "TRAIN_SIZE_NOTES", "TUNING_TITLE", "Demo", "Plan", "Recipe", "advance",
+           "demo_names", "demo_records", "expected_of", "expected_sentence", "get_demo", "headline_line", "plan_for",
+           "progress", "results_of", "secondary_line", "seeds_words", "step", "summarize_demo", "summary_line",
+           "to_csv", "to_html"]
+
+
+def demo_names() -> list[str]:
+    """The one-click demos of Home, in their order."""
+    return DEMOS.names()
+
+
+def get_demo(name: str) -> Demo:
+    """The demo called ``name`` (a LabError lists the demos where there is none)."""
+    return DEMOS[name]
 
 
 def step(desk: Desk, plan: Plan, *, retry: bool = False):
