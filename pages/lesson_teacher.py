@@ -6,40 +6,40 @@ from __future__ import annotations
 
 import streamlit as st
 
-from labcore.door.lessons import (LessonError, handout_html, handout_pdf, prediction_figure, runs, sittings, view,
-                                  whatif_view)
+from labcore.door import lessons
+from labcore.door.lessons import LessonError, handout_html, handout_pdf, prediction_figure, view, whatif_view
 from labcore.errors import LabError
 from pages import lesson_parts, state
 
 LIVE_S = 1.0  # the teacher's histogram redraws this often while students predict
 
 
-def _root():
-    return state.get_store().root
+def _lab():
+    return state.get_lab()
 
 
 def sittings_list() -> None:
     """The sittings of this lab, to go back to one or delete it (with its predictions)."""
-    held = [s for s in sittings.all_sittings(_root()) if not s.solo]
+    held = [s for s in lessons.all_sittings(_lab()) if not s.solo]
     if not held:
         return
     st.markdown("**Class sittings in this lab**")
     for sitting in held[::-1][:10]:
         cols = st.columns([3, 1, 1])
         cols[0].caption(f"{sitting.code} · {sitting.lesson} · {sitting.phase} · "
-                        f"{len(sittings.seats(_root(), sitting.code))} students")
+                        f"{len(lessons.seats(_lab(), sitting.code))} students")
         cols[1].button("Open", key=f"lesson.open.{sitting.code}", on_click=state.set_qp,
                        kwargs={"sitting": sitting.code, "seat": None})
-        cols[2].button("Delete", key=f"lesson.del.{sitting.code}", on_click=sittings.delete,
-                       args=(_root(), sitting.code), help="The sitting with every prediction and vote in it.")
+        cols[2].button("Delete", key=f"lesson.del.{sitting.code}", on_click=lessons.delete_sitting,
+                       args=(_lab(), sitting.code), help="The sitting with every prediction and vote in it.")
 
 
 def start_button(sitting, lesson, *, solo: bool = False, disabled: bool = False) -> None:
     label = "Run it" if solo else "Start the runs (locks the predictions)"
     if st.button(label, key="lesson.start", type="primary", disabled=disabled):
-        sittings.set_phase(_root(), sitting.code, "running")
+        lessons.set_phase(_lab(), sitting.code, "running")
         try:
-            runs.advance(lesson, state.get_executor())
+            lessons.advance(state.get_executor(), lesson)
         except LabError as exc:
             st.error(f"Could not start the runs: {exc}")
         st.rerun()
@@ -51,19 +51,19 @@ def running(sitting, lesson, *, solo: bool = False) -> None:
     @st.fragment(run_every=2.0)
     def follow() -> None:
         try:
-            runs.advance(lesson, state.get_executor())
+            lessons.advance(state.get_executor(), lesson)
         except LabError as exc:
             st.error(f"Could not submit the next runs: {exc}")
-        now = view(state.get_store(), lesson)
+        now = view(_lab(), lesson)
         lesson_parts.progress(now)
         if now.ended:
             if solo:
-                sittings.set_phase(_root(), sitting.code, "revealed")
+                lessons.set_phase(_lab(), sitting.code, "revealed")
             st.rerun()
-    now = view(state.get_store(), lesson)
+    now = view(_lab(), lesson)
     if now.ended and not solo:
-        st.button("Reveal the answer", key="lesson.reveal", type="primary", on_click=sittings.set_phase,
-                  args=(_root(), sitting.code, "revealed"))
+        st.button("Reveal the answer", key="lesson.reveal", type="primary", on_click=lessons.set_phase,
+                  args=(_lab(), sitting.code, "revealed"))
         lesson_parts.progress(now)
         return
     follow()
@@ -72,7 +72,7 @@ def running(sitting, lesson, *, solo: bool = False) -> None:
 def _live_predictions(sitting, lesson) -> None:
     @st.fragment(run_every=LIVE_S)
     def live() -> None:
-        guesses, joined = sittings.tally(_root(), sitting.code)
+        guesses, joined = lessons.tally(_lab(), sitting.code)
         st.metric("Predictions", f"{len(guesses)} of {joined} students")
         st.plotly_chart(prediction_figure(lesson, guesses, title="Predictions so far"), key="lesson.live")
     live()
@@ -87,12 +87,12 @@ def teacher(sitting, lesson) -> None:
         start_button(sitting, lesson)
         _live_predictions(sitting, lesson)
     elif sitting.phase == "running":
-        guesses = sittings.guesses(_root(), sitting.code)
+        guesses = lessons.guesses(_lab(), sitting.code)
         st.caption(f":material/lock: {len(guesses)} predictions locked.")
         running(sitting, lesson)
         st.plotly_chart(prediction_figure(lesson, guesses, title="Predictions (locked)"), key="lesson.locked")
     else:
-        lesson_parts.reveal(lesson, view(state.get_store(), lesson), sittings.guesses(_root(), sitting.code))
+        lesson_parts.reveal(lesson, view(_lab(), lesson), lessons.guesses(_lab(), sitting.code))
         handout(sitting, lesson)
         whatif(sitting, lesson)
     st.divider()
@@ -104,10 +104,10 @@ def teacher(sitting, lesson) -> None:
 
 def handout(sitting, lesson) -> None:
     """The handout in one click: HTML at once, PDF printed by headless Chromium on request (a few seconds)."""
-    measured = view(state.get_store(), lesson).measured
+    measured = view(_lab(), lesson).measured
     if measured is None:
         return
-    seats = [s for s in sittings.seats(_root(), sitting.code) if s.guess is not None
+    seats = [s for s in lessons.seats(_lab(), sitting.code) if s.guess is not None
              and s.guessed_at <= (sitting.locked_at or float("inf"))]
     names = [s.nickname for s in seats] if st.checkbox("Students' names in the handout", key="lesson.names") else None
     page = handout_html(lesson, measured, [s.guess for s in seats], names)
@@ -125,7 +125,7 @@ def handout(sitting, lesson) -> None:
 
 
 def _delete(code: str) -> None:
-    sittings.delete(_root(), code)
+    lessons.delete_sitting(_lab(), code)
     state.set_qp(sitting=None, seat=None)
 
 
@@ -140,15 +140,15 @@ def whatif(sitting, lesson, *, solo: bool = False) -> None:
             option = st.radio("Try", spec.options, key="lesson.whatif.pick")
             st.button("Run it", key="lesson.whatif.solo", on_click=_run_whatif, args=(sitting, lesson, option))
         else:
-            st.button("Open the vote", key="lesson.vote.open", on_click=sittings.set_phase,
-                      args=(_root(), sitting.code, "vote"))
+            st.button("Open the vote", key="lesson.vote.open", on_click=lessons.set_phase,
+                      args=(_lab(), sitting.code, "vote"))
     elif sitting.phase == "vote":
         @st.fragment(run_every=LIVE_S)
         def tally() -> None:
-            counts = sittings.votes(_root(), sitting.code)
+            counts = lessons.votes(_lab(), sitting.code)
             st.bar_chart(counts, horizontal=True)
         tally()
-        counts = sittings.votes(_root(), sitting.code)
+        counts = lessons.votes(_lab(), sitting.code)
         winner = max(counts, key=lambda o: (counts[o], -spec.options.index(o)))
         st.button(f"Queue the winner ({winner})", key="lesson.vote.close", type="primary", on_click=_run_whatif,
                   args=(sitting, lesson, winner), help="Reads the votes at the press; a tie goes to the first option.")
@@ -156,19 +156,19 @@ def whatif(sitting, lesson, *, solo: bool = False) -> None:
         _follow_whatif(sitting, lesson, solo)
     else:
         st.markdown(f"**{sitting.whatif}**")
-        lesson_parts.reveal(lesson, whatif_view(state.get_store(), lesson, sitting.whatif), [], show_class=False)
+        lesson_parts.reveal(lesson, whatif_view(_lab(), lesson, sitting.whatif), [], show_class=False)
 
 
 def _follow_whatif(sitting, lesson, solo: bool) -> None:
     """The what-if run as it goes; its reveal once it has ended (a solo user's at once)."""
     @st.fragment(run_every=2.0)
     def follow() -> None:
-        now = whatif_view(state.get_store(), lesson, sitting.whatif)
+        now = whatif_view(_lab(), lesson, sitting.whatif)
         lesson_parts.progress(now)
         if not now.ended:
             return
         if solo or st.button("Reveal the what-if", key="lesson.whatif.reveal", type="primary"):
-            sittings.set_phase(_root(), sitting.code, "whatif-revealed")
+            lessons.set_phase(_lab(), sitting.code, "whatif-revealed")
             st.rerun()
     follow()
 
@@ -176,8 +176,8 @@ def _follow_whatif(sitting, lesson, solo: bool) -> None:
 def _run_whatif(sitting, lesson, option: str) -> None:
     if sitting.phase == "revealed" and not sitting.solo:
         return
-    sittings.set_phase(_root(), sitting.code, "whatif", whatif=option)
+    lessons.set_phase(_lab(), sitting.code, "whatif", whatif=option)
     try:
-        runs.submit_whatif(lesson, option, state.get_executor())
+        lessons.submit_whatif(state.get_executor(), lesson, option)
     except (LabError, LessonError) as exc:
         st.session_state["lesson.error"] = str(exc)

@@ -14,25 +14,26 @@ import secrets
 
 import streamlit as st
 
-from labcore.door.lessons import LessonError, catalogue, sittings, view, whatif_view
+from labcore.door import lessons
+from labcore.door.lessons import LessonError, view, whatif_view
 from pages import common, lesson_parts, lesson_teacher, state
 
 common.through_router()
 
 
-def _root():
-    return state.get_store().root
+def _lab():
+    return state.get_lab()
 
 
 # ------------------------------------------------------------------------------------------------ the lobby
 def _join_form() -> None:
     with st.form("lesson.join"):
         st.markdown("**Join a class**")
-        code = st.text_input("Sitting code (on the teacher's screen)", max_chars=sittings.CODE_LENGTH)
-        nickname = st.text_input("Your nickname", max_chars=sittings.MAX_NICKNAME)
+        code = st.text_input("Sitting code (on the teacher's screen)", max_chars=lessons.CODE_LENGTH)
+        nickname = st.text_input("Your nickname", max_chars=lessons.MAX_NICKNAME)
         if st.form_submit_button("Join", type="primary"):
             try:
-                token = sittings.join(_root(), code, nickname)
+                token = lessons.join(_lab(), code, nickname)
             except LessonError as exc:
                 st.error(str(exc))
                 return
@@ -42,13 +43,13 @@ def _join_form() -> None:
 
 def _start_alone(name: str) -> None:
     token = secrets.token_urlsafe(16)
-    sitting = sittings.open_sitting(_root(), catalogue.get(name), solo=True, owner_token=token)
-    sittings.join(_root(), sitting.code, "you", token)
+    sitting = lessons.open_sitting(_lab(), lessons.get_lesson(name), solo=True, owner_token=token)
+    lessons.join(_lab(), sitting.code, "you", token)
     state.set_qp(sitting=sitting.code, seat=token)
 
 
 def _open_class(name: str) -> None:
-    sitting = sittings.open_sitting(_root(), catalogue.get(name))
+    sitting = lessons.open_sitting(_lab(), lessons.get_lesson(name))
     state.set_qp(sitting=sitting.code, seat=None)
 
 
@@ -59,9 +60,9 @@ def lobby() -> None:
                 "from the measured numbers.")
     if not state.is_teacher():
         _join_form()
-    names = catalogue.names()
-    chosen = st.selectbox("Lesson", names, format_func=lambda n: catalogue.get(n).title, key="lesson.pick")
-    lesson = catalogue.get(chosen)
+    names = lessons.lesson_names()
+    chosen = st.selectbox("Lesson", names, format_func=lambda n: lessons.get_lesson(n).title, key="lesson.pick")
+    lesson = lessons.get_lesson(chosen)
     with st.container(border=True):
         lesson_parts.question_card(lesson)
         st.caption(f":material/description: {lesson.source} · {len(lesson.runs)} runs")
@@ -82,7 +83,7 @@ def _watch(code: str, phase: str) -> None:
     @st.fragment(run_every=2.0)
     def watch() -> None:
         try:
-            now = sittings.get(_root(), code).phase
+            now = lessons.get_sitting(_lab(), code).phase
         except LessonError:
             now = "deleted"
         if now != phase:
@@ -95,7 +96,7 @@ def _predict(sitting, lesson, token: str, seat):
     guess = lesson_parts.guess_input(lesson, seat.guess, key=f"lesson.guess.{sitting.code}")
     if st.button("Submit my prediction", key="lesson.submit", type="primary", disabled=guess is None):
         try:
-            seat = sittings.predict(_root(), sitting.code, token, guess)
+            seat = lessons.predict(_lab(), sitting.code, token, guess)
         except LessonError as exc:
             st.error(str(exc))
             return seat
@@ -106,7 +107,7 @@ def _predict(sitting, lesson, token: str, seat):
 
 
 def student(sitting, lesson, token: str) -> None:
-    seat = sittings.seat_of(_root(), sitting.code, token)
+    seat = lessons.seat_of(_lab(), sitting.code, token)
     if seat is None:
         st.warning("This browser has no seat in this sitting: join with its code.")
         _join_form()
@@ -130,8 +131,8 @@ def student(sitting, lesson, token: str) -> None:
         else:
             _watch(sitting.code, sitting.phase)
         return
-    guesses = [seat.guess] if sitting.solo else sittings.guesses(_root(), sitting.code)
-    lesson_parts.reveal(lesson, view(state.get_store(), lesson), [g for g in guesses if g is not None], seat.guess,
+    guesses = [seat.guess] if sitting.solo else lessons.guesses(_lab(), sitting.code)
+    lesson_parts.reveal(lesson, view(_lab(), lesson), [g for g in guesses if g is not None], seat.guess,
                         show_class=not sitting.solo)
     if sitting.solo and sitting.phase == "revealed":
         lesson_teacher.handout(sitting, lesson)
@@ -150,11 +151,11 @@ def _student_whatif(sitting, lesson, token: str, seat) -> None:
         choice = st.radio("Your vote", options, index=options.index(seat.vote) if seat.vote in options else None,
                           key="lesson.vote")
         if st.button("Vote", key="lesson.vote.btn", disabled=choice is None):
-            sittings.vote(_root(), sitting.code, token, choice)
+            lessons.vote(_lab(), sitting.code, token, choice)
             st.caption(f"Your vote: **{choice}**")
     elif sitting.phase == "whatif-revealed":
         st.markdown(f"**What if: {sitting.whatif}**")
-        lesson_parts.reveal(lesson, whatif_view(state.get_store(), lesson, sitting.whatif), [], show_class=False)
+        lesson_parts.reveal(lesson, whatif_view(_lab(), lesson, sitting.whatif), [], show_class=False)
     elif sitting.phase == "whatif":
         st.info(f"The class chose **{sitting.whatif}**: it runs now; its answer comes at the reveal.")
     _watch(sitting.code, sitting.phase)
@@ -162,14 +163,14 @@ def _student_whatif(sitting, lesson, token: str, seat) -> None:
 
 def sitting_page(code: str) -> None:
     try:
-        sitting = sittings.get(_root(), code)
-        lesson = catalogue.get(sitting.lesson)
+        sitting = lessons.get_sitting(_lab(), code)
+        lesson = lessons.get_lesson(sitting.lesson)
     except LessonError as exc:
         st.error(str(exc))
         st.button("Back to the lessons", on_click=state.set_qp, kwargs={"sitting": None, "seat": None})
         return
     token = state.qp("seat") or ""
-    owner = sitting.solo and token and sittings.seat_of_token(sitting.code, token) == sitting.owner
+    owner = sitting.solo and token and lessons.seat_of_token(sitting.code, token) == sitting.owner
     if state.is_teacher() and not sitting.solo:
         lesson_teacher.teacher(sitting, lesson)
     elif sitting.solo and not owner:

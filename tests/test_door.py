@@ -1,6 +1,5 @@
 """The door is narrow: every public name of every ``labcore.door`` module is data, a function, or a class of
-rows, never a ``Store``, an executor or another class of the engine, a torch object, or a module (except the
-modules named below, which the pages still draw from and which only go away from this list)."""
+rows, never a ``Store``, an executor or another class of the engine, a torch object, or a module."""
 
 from __future__ import annotations
 
@@ -15,11 +14,6 @@ import labcore.door
 from labcore.store import Store
 
 MACHINERY = ("labcore.engine", "labcore.execution", "labcore.store", "torch")
-
-# Modules the door still hands the pages, each to be replaced by functions that return rows or figures.
-STILL_MODULES = {
-    "lessons": {"catalogue", "runs", "sittings"},  # the lessons' own door
-}
 
 
 def door_modules() -> list[types.ModuleType]:
@@ -63,11 +57,9 @@ def returned(function: typing.Any) -> list[typing.Any]:
 def test_the_door_hands_out_no_store_executor_engine_class_torch_object_or_module():
     found = []
     for module in door_modules():
-        short = module.__name__.rsplit(".", 1)[-1]
         for name, value in public(module).items():
             if isinstance(value, types.ModuleType):
-                if name not in STILL_MODULES.get(short, set()):
-                    found.append(f"{module.__name__}.{name} is the module {value.__name__}")
+                found.append(f"{module.__name__}.{name} is the module {value.__name__}")
                 continue
             if why := machinery(value):
                 found.append(f"{module.__name__}.{name} is {why}")
@@ -81,9 +73,3 @@ def test_the_door_hands_out_no_store_executor_engine_class_torch_object_or_modul
                                   if (why := machinery(c))]
     assert not found, "\n".join(found)
 
-
-def test_the_modules_still_handed_out_are_still_modules():
-    """The list above only shrinks: a name it keeps that is no longer a module is taken off it."""
-    for module in door_modules():
-        for name in STILL_MODULES.get(module.__name__.rsplit(".", 1)[-1], set()):
-            assert isinstance(getattr(module, name, None), types.ModuleType), f"{module.__name__}.{name}"

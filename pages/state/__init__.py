@@ -12,7 +12,7 @@ Each module holds one of these jobs; this package names them all, so a page read
 from __future__ import annotations
 
 from pages.state.eta import Progress, progress
-from pages.state.executor import get_executor, get_lab, get_store
+from pages.state.executor import get_executor, get_lab
 from pages.state.identity import (TEACHER, classroom_limits, is_teacher, passcode_guard, requester, sign_in_ids,
                                   student_limits, teacher_passcode, who_label)
 from pages.state.query import keep, persist_widgets, qp, qp_external, remember, remembered, set_qp
@@ -21,7 +21,7 @@ from pages.state.summary import SUMMARY_COST_SHARE, SUMMARY_TTL_S, worker_summar
 from pages.state.tasks import Task, get_task, start_task
 
 __all__ = ["SUMMARY_COST_SHARE", "SUMMARY_TTL_S", "TEACHER", "Progress", "StreamCache", "Task",
-           "classroom_limits", "get_executor", "get_lab", "get_store", "get_task", "is_teacher", "keep", "passcode_guard",
+           "classroom_limits", "get_executor", "get_lab", "get_task", "is_teacher", "keep", "passcode_guard",
            "persist_widgets", "progress", "qp", "qp_external", "remember", "remembered", "requester", "run_curves",
            "set_qp", "sign_in_ids", "start_task", "stream_cache", "student_limits", "teacher_passcode",
            "who_label", "worker_summary"]

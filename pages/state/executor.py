@@ -17,12 +17,6 @@ def get_lab() -> Lab:
     return open_lab()
 
 
-def get_store() -> Lab:
-    """The lab, under the name the lesson pages read it by (their door reads ``root``, ``get`` and
-    ``get_result`` of it)."""
-    return get_lab()
-
-
 def get_executor() -> Desk:
     """The process's executor on the current lab, as this browser session uses it."""
     return desk_on(get_lab(), requester(), student_limits())
