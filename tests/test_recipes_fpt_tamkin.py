@@ -41,7 +41,7 @@ def test_fpt_ablation_switches_add_parameter_groups_one_by_one():
 
 
 @pytest.mark.integration  # MNIST's fetched images
-def test_fpt_report_from_tiny_runs(tmp_path_factory, one_torch_thread):
+def test_fpt_report_from_tiny_runs(tmp_path_factory, one_torch_thread, fetched_assets):
     _, _, report = tiny_report(RECIPES["fpt"], finished_recipe("fpt", tmp_path_factory))
     assert {v.claim for _, v in report.claims} >= {
         "pretrained-beats-random/listops", "bit-beats-random/image-mnist", "pretrained-converges-faster/bits-xor",
@@ -85,7 +85,7 @@ def test_tamkin_quick_keeps_every_figure_at_500_examples():
 
 
 @pytest.mark.integration  # the fetched movie reviews
-def test_tamkin_report_from_tiny_runs(tmp_path_factory, one_torch_thread):
+def test_tamkin_report_from_tiny_runs(tmp_path_factory, one_torch_thread, fetched_assets):
     recipe = RECIPES["tamkin"]
     _, _, report = tiny_report(recipe, finished_recipe("tamkin", tmp_path_factory))
     # every claim on the 500 examples, but the data-size question, which reads both sizes

@@ -84,10 +84,14 @@ def test_the_home_page_points_each_demo_to_its_papers_recipe(empty_cache):
     assert [b.label for b in at.button].count("▶ Run this demo") == len(demos.DEMOS)  # the demos stay
 
 
-def test_the_run_button_queues_the_plan_in_the_session_s_name(tmp_path, monkeypatch):
+def test_the_run_button_queues_the_plan_in_the_session_s_name(tmp_path, monkeypatch, fetched_assets):
+    from helpers import share_assets
+
     from labcore.execution.pool import stop_workers
 
-    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    # A store of its own on a cache with the fetched weights and data sets: a plan whose jobs could not load
+    # them is refused before anything is queued.
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(share_assets(tmp_path / "cache")))
     monkeypatch.setenv(ADJUST_VARIABLE, ADJUST)
     store = open_store()
     try:
@@ -110,7 +114,7 @@ def test_the_run_button_queues_the_plan_in_the_session_s_name(tmp_path, monkeypa
         stop_workers(store, timeout_s=30)  # the page's executor started one
 
 
-def test_the_queue_cap_holds_jobs_back_without_an_error(tmp_path):
+def test_the_queue_cap_holds_jobs_back_without_an_error(tmp_path, fetched_assets):
     """One person may have only so many jobs waiting; the rest of the stage waits, and the page says so."""
     from labcore.execution.executor import LocalExecutor
     from labcore.recipes.drive import advance

@@ -190,7 +190,7 @@ def test_the_first_look_answers_the_paper_before_the_labs_own_questions(store):
     assert set(whole.steps) <= set(capped.steps) and not capped.can_grow
 
 
-def test_steps_that_build_on_nothing_unfinished_queue_before_their_stage(store):
+def test_steps_that_build_on_nothing_unfinished_queue_before_their_stage(store, fetched_assets):
     """FPT's three bit bodies are its first stage: the runs that do not start from one are queued beside them,
     so no worker idles while the last body trains; the runs on a bit body wait for it."""
     from labcore.execution.executor import LocalExecutor
@@ -208,7 +208,7 @@ def test_steps_that_build_on_nothing_unfinished_queue_before_their_stage(store):
     assert {step_key(s) for s in bodies} | free == queued
 
 
-def test_a_learning_rate_grid_holds_every_later_step_back(store):
+def test_a_learning_rate_grid_holds_every_later_step_back(store, fetched_assets):
     """Before the grid has ended the later steps' specs still carry the budget's rate: none may start."""
     from labcore.execution.executor import LocalExecutor
     from labcore.recipes import RECIPES
