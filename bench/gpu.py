@@ -68,7 +68,7 @@ def lab_minilm(splice: Splice, device: str, seed: int = 0):
 
 def config(device: str, precision: str, **values: Any):
     """The loop's configuration: the standard budget as a GPU resolves it, then ``values``."""
-    from labcore.spec import TrainParams, train_defaults
+    from labcore.runspec import TrainParams, train_defaults
     from labcore.engine.train import TrainConfig
 
     budget = train_defaults("standard", "full", "cuda")
@@ -240,12 +240,12 @@ def bert_base_setup(scale: Scale, device: str, precision: str):
 # ------------------------------------------------------------------------- (c) splice, standard, end to end
 def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, precision: str, carried: bool) -> None:
     from labcore.machine import device as devices
-    from labcore.spec import MINILM_TOKENS_PER_S
+    from labcore.runspec import MINILM_TOKENS_PER_S
 
     started = time.perf_counter()
     if not carried:  # the lab's own run, exactly as a worker runs it
         from labcore.engine.run import run
-        from labcore.spec import make_spec
+        from labcore.runspec import make_spec
 
         extra = {"max_steps": scale.e2e_max_steps, "train_size": "64"} if scale.e2e_max_steps else {}
         record = run(make_spec(model="minilm", discipline="dna-splice", budget="standard", **extra), device=device)

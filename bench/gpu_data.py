@@ -59,7 +59,7 @@ def splice_from_lab(train_size: str = "full") -> Splice:
     from labcore import assets
     from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import Prepared
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     prepared = Prepared(resolve_spec(make_spec(model="minilm", discipline="dna-splice", budget="standard",
                                                train_size=train_size)))

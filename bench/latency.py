@@ -47,7 +47,7 @@ def main() -> int:
     parser.add_argument("--max-steps", type=int, default=20, help="steps of each timed run")
     args = parser.parse_args()
 
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
     from labcore.store import ACTIVE, Store
     from labcore.jobs import new_job
     from labcore.execution.pool import start_worker, stop_workers

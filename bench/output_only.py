@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def epoch_times(protocol: str, epochs: int) -> tuple[list[float], float]:
     """Seconds per epoch (from step-event timestamps) and the time before the first step."""
     from labcore.engine.run import iter_run
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     spec = make_spec(model="minilm", discipline="dna-splice", protocol=protocol, epochs=float(epochs),
                      eval_every=10**9)

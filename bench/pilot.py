@@ -29,7 +29,7 @@ from labcore import jobs  # noqa: E402
 from labcore.recipes.miniature import Miniature, pick, pilot_path  # noqa: E402
 from labcore.recipes.miniatures import MINIATURES  # noqa: E402
 from labcore.recipes.report import task_floor  # noqa: E402
-from labcore.spec import make_spec  # noqa: E402
+from labcore.runspec import make_spec  # noqa: E402
 
 
 def run_here(spec: Any) -> dict[str, Any]:

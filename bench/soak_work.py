@@ -26,7 +26,7 @@ from labcore.errors import LabError
 from labcore.jobs.analyses import ModelRef, SimilaritySpec
 from labcore.jobs.attention import AttentionSpec
 from labcore.pretrain.spec import PretrainSpec
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import STOPPED, Store, health
 
 REPO = Path(__file__).resolve().parent.parent

@@ -64,7 +64,7 @@ def measure(n: int, claims: int, pages: bool) -> dict[str, float]:
     from labcore.cli.main import main as cli_main
     from labcore.jobs import new_job
     from labcore.results.record import RunRecord
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
     from labcore.store import Store
 
     started = time.perf_counter()

@@ -88,7 +88,7 @@ def lab_prepared(setting: Setting):
     from labcore import protocols
     from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import Prepared, device_kernels
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     device = devices.choose_device()
     spec = make_spec(model="minilm", discipline=setting.discipline, batch_size=setting.batch,
@@ -174,7 +174,7 @@ def trainer_speed(setting: Setting, options: TrainerOptions = TrainerOptions()) 
     from labcore.data.encode import Encoded
     from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import Prepared
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     # The same examples, as full-vocabulary ids (no slicing): what a Trainer user would feed.
     prepared = Prepared(resolve_spec(make_spec(model="minilm", discipline=setting.discipline, slice_vocab=False)))

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from labcore.results import metrics
 from labcore.engine import run_results, speed  # noqa: E402
 from labcore import data as disciplines  # noqa: E402
-from labcore import spec as spec_lib  # noqa: E402
+from labcore import runspec as spec_lib  # noqa: E402
 from labcore.data import fields  # noqa: E402
 from labcore.data import upload as uploads  # noqa: E402
 from labcore.errors import LabError  # noqa: E402

@@ -8,7 +8,7 @@
     lab.compare(group="my-sweep").bars                 # the Compare page's figure
 
 Every function takes the spec's fields as keyword arguments (the CLI's flags without the dashes) and
-validates them as the CLI does (:func:`labcore.spec.make_spec`, then :func:`labcore.jobs.run.resolve_run`),
+validates them as the CLI does (:func:`labcore.runspec.make_spec`, then :func:`labcore.jobs.run.resolve_run`),
 so a bad value gets the same error. A spec is resolved once, there; running or queueing it reads that resolution. Runs go through the pages' machinery: :func:`run` and :func:`sweep`
 train in this process and record into the store the pages read (as ``python -m labcore sweep`` does);
 ``background=True`` (and :func:`submit`) hands them to the executor's workers instead, so they appear live
@@ -29,8 +29,8 @@ import pandas as pd
 from labcore.engine import run_results
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec, make_spec
-from labcore.spec.resolved import ResolvedSpec
+from labcore.runspec import RunSpec, make_spec
+from labcore.runspec.resolved import ResolvedSpec
 from labcore.store import JobRecord, Store, Submission, open_store
 
 # Fields whose value is itself a mapping or a table: a list there is the value, never a sweep's options.
@@ -42,7 +42,7 @@ POLL_S = 1.0  # how often a waiting call looks at the store (a tiny run takes se
 def _spec_keywords(swept: bool = False) -> Callable[[Callable], Callable]:
     """Show a function's ``**fields`` as the RunSpec's fields, with their types and defaults (``help()``,
     Jupyter's signature tips), read from the dataclass, so each field is still declared once, in
-    :mod:`labcore.spec`. ``swept``: each also takes a list of values (a sweep's options)."""
+    :mod:`labcore.runspec`. ``swept``: each also takes a list of values (a sweep's options)."""
     import dataclasses
     import inspect
 
@@ -64,7 +64,7 @@ def _spec_keywords(swept: bool = False) -> Callable[[Callable], Callable]:
 # ------------------------------------------------------------------------------------------------ specs
 @_spec_keywords()
 def spec(**fields: Any) -> ResolvedSpec:
-    """The :class:`~labcore.spec.resolved.ResolvedSpec` of ``fields`` (the CLI's spec flags as keyword arguments: ``model``,
+    """The :class:`~labcore.runspec.resolved.ResolvedSpec` of ``fields`` (the CLI's spec flags as keyword arguments: ``model``,
     ``init``, ``discipline``, ``protocol``, ``lr``, ``max_steps`` ...; ``discipline_params`` and
     ``protocol_params`` as dicts). Raises :class:`LabError` naming the bad field and the valid values."""
     from labcore.jobs.run import resolve_run

@@ -9,7 +9,7 @@ from labcore.execution.executor import LocalExecutor
 from labcore.jobs.analyses import AnalysisSpec, ModelRef
 from labcore.pretrain.spec import PretrainSpec
 from labcore.recipes.drive import advance, progress, results_of
-from labcore.spec import RunSpec
+from labcore.runspec import RunSpec
 from labcore.execution.worker import Worker
 
 TINY_MODEL = "tiny:bert"

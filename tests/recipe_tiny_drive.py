@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.report import judge, new_report
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 NAME = "tiny-drive"
 SEEDS = (0, 1, 2)

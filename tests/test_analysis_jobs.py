@@ -95,7 +95,7 @@ def test_params_loads_the_weights_alone_and_gives_the_prepared_models_numbers(tm
 
 def test_a_fine_tuned_run_is_an_input_of_its_own_discipline(tmp_path, one_torch_thread):
     from labcore.engine.run import run
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     spec = make_spec(model="tiny:bert", discipline="listops", discipline_params=LISTOPS, max_steps=3,
                      precision="fp32")

@@ -333,7 +333,7 @@ def test_layer_curves_are_sweeps_of_protocols_with_their_reference_runs():
     from labcore.errors import LabError
     from labcore.figures.analysis import layer_curve_figure
     from labcore.results.record import RunRecord
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     base = make_spec(model="tiny:bert", discipline="bits-xor")
     specs = curve_specs("reinit_after", base, layers=2, seeds=(0, 1))

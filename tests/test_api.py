@@ -101,7 +101,7 @@ def test_the_functions_show_the_spec_fields_and_run_refuses_a_sweep():
     import dataclasses
     import inspect
 
-    from labcore.spec import RunSpec
+    from labcore.runspec import RunSpec
 
     shown = inspect.signature(lab.run).parameters
     assert [f.name for f in dataclasses.fields(RunSpec)] == list(shown)[3:]

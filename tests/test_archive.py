@@ -18,7 +18,7 @@ from labcore.results.compare import sweep_table
 from labcore.engine import run_results
 from labcore.jobs import new_job
 from labcore.results.record import RunRecord
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import NewJob, Store
 from labcore.store.selection import Selection
 

@@ -16,7 +16,7 @@ from labcore.cli.main import main as cli_main
 from labcore.jobs import new_job
 from labcore.models import install_folder, models_dir
 from labcore.pretrain.spec import PretrainSpec
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import Store
 from labcore.store.selection import Selection
 

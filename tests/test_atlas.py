@@ -18,7 +18,7 @@ from labcore.execution.executor import LocalExecutor
 from labcore.recipes.verdict import difference_interval
 from labcore.results.record import RunRecord
 from labcore.engine.resolve import resolve_spec
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import Store, open_store
 from labcore.execution.worker import Worker
 

@@ -11,7 +11,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from labcore.execution.executor import LocalExecutor
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import open_store
 from labcore.door.lab import Lab
 

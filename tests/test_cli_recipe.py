@@ -137,7 +137,7 @@ def test_a_finished_step_that_records_no_time_is_not_still_to_go():
     from labcore.recipes.base import Plan, Step
     from labcore.recipes.drive import expected_seconds
     from labcore.results.record import RunRecord
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     runs = [Step(make_spec(discipline="dna-splice", seed=s), "pretrained", s) for s in (0, 1)]
     analysis = Step(make_spec(discipline="listops"), "pwcca")  # stands for a kind that records no time

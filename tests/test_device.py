@@ -20,8 +20,8 @@ from labcore.machine import rates as device_rates
 from labcore.data.encode import Encoded
 from labcore.errors import LabError
 from labcore.engine.run import resolve_spec, run
-from labcore.spec import make_spec, train_defaults
-from labcore.spec.resolved import resolve_fields as resolve
+from labcore.runspec import make_spec, train_defaults
+from labcore.runspec.resolved import resolve_fields as resolve
 from labcore.engine.train import TrainConfig, train
 
 REPO = Path(__file__).resolve().parent.parent

@@ -240,7 +240,7 @@ def test_the_transfer_atlas_in_chromium(server):
 
     from labcore.recipes import atlas
     from labcore.execution.executor import LocalExecutor
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
     from labcore.store import Store, TERMINAL
 
     base, cache = server

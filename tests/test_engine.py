@@ -12,7 +12,7 @@ import pytest
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
 from labcore.engine.run import iter_run, resolve_spec, run
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from test_events import assert_typed
 
 REPO = Path(__file__).resolve().parent.parent
@@ -116,7 +116,7 @@ def test_sweep_cli_prints_table_and_reuses_results(tmp_path):
 
 
 def test_resolve_spec_needs_no_torch():
-    code = ("import sys; from labcore.engine.run import resolve_spec; from labcore.spec import make_spec;"
+    code = ("import sys; from labcore.engine.run import resolve_spec; from labcore.runspec import make_spec;"
             "resolve_spec(make_spec(discipline='bits-xor')); print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"

@@ -15,7 +15,7 @@ from labcore.cli.main import main
 from labcore.errors import LabError
 from labcore.export.model import lab_logits, raw_examples, refusal
 from labcore.engine.run import load_trained
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import Store
 
 SPLICE = dict(model="tiny:bert", discipline="dna-splice", max_steps=150, eval_every=30, lr=1e-3, precision="fp32")

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from labcore.errors import LabError
-from labcore.spec import MIN_MAX_LENGTH, make_spec
+from labcore.runspec import MIN_MAX_LENGTH, make_spec
 
 # Each case: the flags, then words the error must hold. Every one is refused by `labcore.cli.main.main`.
 REFUSED = [
@@ -132,7 +132,7 @@ def test_a_max_length_beyond_a_local_models_positions_keys_as_the_model_s_limit(
     code = f"""
 import sys
 from labcore.engine.resolve import resolve_spec
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 spec = dict(model="local:{folder}", discipline="bits-xor")
 long = resolve_spec(make_spec(**spec, max_length=100000))
 exact = resolve_spec(make_spec(**spec, max_length=128))

@@ -19,7 +19,7 @@ from labcore.errors import LabError
 from labcore.results.record import RunRecord
 from labcore.engine import run_results
 from labcore.engine.resolve import resolve_spec
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.engine.speed import had_the_machine, measured_speed
 from test_data_page_upload import APP, TIMEOUT, own_cache  # noqa: F401 - own_cache: an empty cache per test
 from test_pages_trust import dna_rows, texts

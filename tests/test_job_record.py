@@ -58,7 +58,7 @@ def test_the_status_tests_follow_the_stores_status_sets(status, active, finished
 
 def test_the_store_reads_records_as_job_records_and_stores_the_same_dicts(store):
     from labcore.jobs import new_job
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     key = store.submit(new_job(make_spec(discipline="bits-xor", model="tiny:bert", max_steps=2)), who="ann").key
     record = store.get(key)

@@ -18,7 +18,7 @@ from labcore.events import curves_from_events, describe, stage_curves
 from labcore.protocols import PROTOCOLS, parse_protocol_params
 from labcore.results.record import RunRecord
 from labcore.engine.run import iter_run, run
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

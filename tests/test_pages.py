@@ -25,7 +25,7 @@ from labcore.errors import LabError
 
 from labcore.execution.executor import LocalExecutor
 from labcore.jobs.attention import AttentionSpec
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import ACTIVE, open_store
 
 REPO = Path(__file__).resolve().parent.parent

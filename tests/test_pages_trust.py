@@ -51,7 +51,7 @@ def dna_rows(n=106):
 def finished(store, key: str, accuracy: float, examples: int, classes: int):
     from labcore.engine import run_results
     from labcore.results.record import RunRecord
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     spec = make_spec(model="minilm", discipline="dna-splice", seed=int(key[-1]))
     record = RunRecord(key=spec.key, spec=spec.to_dict(), status="done", metric="accuracy",
@@ -96,7 +96,7 @@ def test_the_time_promised_comes_from_the_runs_measured_here():
     from labcore.engine import run_results
     from labcore.results.record import RunRecord
     from labcore.engine.resolve import resolve_spec
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
     from labcore.store import open_store
 
     upload.save_upload("dna", "dna.csv", dna_rows())
@@ -117,7 +117,7 @@ def test_runs_from_the_menu_shows_the_running_run_and_attention_the_run_looked_a
     import os
 
     from labcore.execution.executor import LocalExecutor
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
     from labcore.store import open_store
 
     store = open_store()

@@ -133,7 +133,7 @@ def test_specs_resolve_keyed_and_refuse_what_cannot_work():
 
 
 def test_a_run_on_a_runs_body_needs_that_run():
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     spec = make_spec(model="run:" + "a" * 20, discipline="listops", protocol="frozen")
     assert jobs.new_job(spec).requires == ("a" * 20,)
@@ -201,7 +201,7 @@ def test_a_finished_runs_body_loads_as_run_key_with_its_trained_weights(fetched_
     from labcore.pretrain.bodies import ensure_run_body, run_body_folder
     from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import load_trained, run
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
     from labcore.store import JobRecord
 
     spec = resolve_spec(make_spec(model="tiny:roberta", discipline="listops",

@@ -30,7 +30,7 @@ from labcore.errors import LabError  # noqa: E402
 from labcore.execution.executor import RayExecutor  # noqa: E402
 from labcore.jobs.attention import RESULT_FILE, AttentionSpec  # noqa: E402
 from labcore.execution.ray_pump import RayPump, RaySettings  # noqa: E402
-from labcore.spec import make_spec  # noqa: E402
+from labcore.runspec import make_spec  # noqa: E402
 from labcore.store import ACTIVE, process_state  # noqa: E402
 from helpers import wait_for  # noqa: E402
 

@@ -31,6 +31,6 @@ def test_a_plan_needing_weights_and_data_not_fetched_here_is_refused_naming_each
 
 def test_what_is_fetched_is_not_named():
     from labcore.recipes.needs import missing
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     assert missing([make_spec(model="tiny:bert", discipline="bits-xor")]) == {}

@@ -71,7 +71,7 @@ def test_the_expected_time_comes_from_measured_steps_of_the_same_kind_and_facet(
     from labcore.recipes.base import Plan, Step
     from labcore.recipes.drive import expected_seconds
     from labcore.results.record import RunRecord
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     steps = [Step(make_spec(discipline=d, seed=s), "pretrained", s, "t", d) for d in ("dna-splice", "listops")
              for s in (0, 1)]

@@ -12,7 +12,7 @@ from labcore.recipes.chiang import CONDITIONS, L1S, SCRATCH, TASKS, stage_minute
 from labcore.recipes.drive import expected_seconds, progress
 from labcore.recipes.export import to_csv, to_html, verdict_table
 from labcore.recipes.verdict import NOT_MEASURED
-from labcore.spec import RunSpec
+from labcore.runspec import RunSpec
 
 from recipe_helpers import tiny
 from recipe_store import finished_recipe

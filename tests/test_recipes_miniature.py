@@ -41,7 +41,7 @@ def test_the_rule_picks_the_cheapest_size_whose_reference_arm_clears_the_floor_b
 def test_a_chosen_miniature_is_what_the_quick_plan_runs_and_fpts_bit_body_is_the_pilots_reference_arm():
     from labcore.recipes.keys import step_key
     from labcore.recipes.base import Step
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     for name in MINIATURES:
         miniature = MINIATURES[name]

@@ -14,7 +14,7 @@ import pytest
 from labcore import jobs
 from labcore.engine import run_results
 from labcore.machine import device as devices
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 REPO = Path(__file__).resolve().parent.parent
 

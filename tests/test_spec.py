@@ -10,13 +10,13 @@ import pytest
 
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec, make_spec, train_defaults
-from labcore.spec.resolved import resolve_fields as resolve
+from labcore.runspec import RunSpec, make_spec, train_defaults
+from labcore.runspec.resolved import resolve_fields as resolve
 
 
 def test_key_is_stable_across_processes():
     spec = resolve(make_spec(discipline="dna-splice", seed=3), "tokens")
-    code = ("from labcore.spec import make_spec; from labcore.spec.resolved import resolve_fields as resolve;"
+    code = ("from labcore.runspec import make_spec; from labcore.runspec.resolved import resolve_fields as resolve;"
             "print(resolve(make_spec(discipline='dna-splice', seed=3), 'tokens').key)")
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert other.stdout.strip() == spec.key
@@ -41,8 +41,8 @@ def test_a_run_spec_has_an_optional_field_per_hyper_parameter_and_a_resolved_one
     import dataclasses
     import typing
 
-    from labcore.spec import BUDGET_PARAMS
-    from labcore.spec.resolved import ResolvedSpec
+    from labcore.runspec import BUDGET_PARAMS
+    from labcore.runspec.resolved import ResolvedSpec
 
     budget = [(f.name, f.type) for f in BUDGET_PARAMS]
     run_fields = dataclasses.fields(RunSpec)
@@ -91,7 +91,7 @@ def test_spec_round_trips_through_json():
 
 
 def test_the_results_revision_is_part_of_the_key(monkeypatch):
-    from labcore import spec as spec_module
+    from labcore import runspec as spec_module
 
     spec = resolve(make_spec(), "tokens")
     before = spec.key
@@ -110,8 +110,8 @@ def test_record_round_trips_identically():
 def test_training_hyper_parameters_are_declared_once():
     import dataclasses
 
-    from labcore import spec as spec_module
-    from labcore.spec import BudgetParams, TrainParams
+    from labcore import runspec as spec_module
+    from labcore.runspec import BudgetParams, TrainParams
 
     budget_fields = dataclasses.fields(BudgetParams)
     names = tuple(f.name for f in budget_fields)
@@ -135,7 +135,7 @@ def test_train_config_takes_every_loop_hyper_parameter_from_the_spec():
     import dataclasses
 
     from labcore.engine.run import train_config
-    from labcore.spec import TrainParams
+    from labcore.runspec import TrainParams
 
     spec = resolve(make_spec(lr=0.5, batch_size=24, patience=3, protocol="frozen"), "tokens")
     cfg = train_config(spec, loss="ce", precision="fp32", device="cpu")
@@ -155,7 +155,7 @@ def test_optimizer_and_schedule_choices_are_checked():
 
 def test_spec_choices_are_the_registries_names():
     # spec is the bottom layer (no torch, no models or data), so it spells the names out; these must match.
-    from labcore import mapping, spec as spec_module
+    from labcore import mapping, runspec as spec_module
     from labcore.engine import train
     from labcore.models import INITS, INPUT_ADAPTERS, POOLINGS
     from labcore.protocols import PROTOCOLS
@@ -171,14 +171,14 @@ def test_spec_choices_are_the_registries_names():
 
 
 def test_spec_imports_no_torch_models_or_data():
-    code = ("import sys, labcore.spec; bad = [m for m in sys.modules if m == 'torch' or m == 'streamlit' or "
+    code = ("import sys, labcore.runspec; bad = [m for m in sys.modules if m == 'torch' or m == 'streamlit' or "
             "m.startswith(('labcore.models', 'labcore.data', 'labcore.protocols'))]; print(bad)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 
 
 def test_the_quick_budget_has_floors_that_explicit_choices_turn_off():
-    from labcore.spec import RESULTS_REVISION, make_spec
+    from labcore.runspec import RESULTS_REVISION, make_spec
 
     assert RESULTS_REVISION == 3  # the floors change what a quick run does
     quick = resolve(make_spec(budget="quick"), "tokens")
@@ -196,7 +196,7 @@ def test_the_quick_budget_has_floors_that_explicit_choices_turn_off():
 
 
 def test_the_time_a_quick_run_takes_follows_the_data():
-    from labcore.spec import MINILM_TOKENS_PER_S_BF16, estimate, make_spec
+    from labcore.runspec import MINILM_TOKENS_PER_S_BF16, estimate, make_spec
 
     quick = resolve(make_spec(budget="quick"), "tokens")
     splice = estimate(quick, (2868, 319, 319), 62.0)  # measured in fp32 on 2 cores: 172 s
@@ -207,3 +207,21 @@ def test_the_time_a_quick_run_takes_follows_the_data():
     assert small.steps == 150 and small.evaluations >= 8 and small.seconds < 60
     long = estimate(quick, (1920, 240, 240), 512.0)  # 1,200 sequences of 1,000 symbols, in windows
     assert long.kept == 500 and long.steps == 150 and long.seconds > 240  # minutes, and the page says so
+
+
+def test_the_old_import_path_gives_the_same_objects_with_a_deprecation_warning(monkeypatch):
+    import importlib
+    import sys
+
+    import labcore.runspec
+    import labcore.runspec.resolved
+
+    for name in ("labcore.spec", "labcore.spec.budgets", "labcore.spec.resolved"):
+        monkeypatch.delitem(sys.modules, name, raising=False)
+    with pytest.warns(DeprecationWarning, match="labcore.spec is now labcore.runspec"):
+        old = importlib.import_module("labcore.spec")
+    assert old.RunSpec is labcore.runspec.RunSpec and old.make_spec is labcore.runspec.make_spec
+    assert importlib.import_module("labcore.spec.resolved").ResolvedSpec is labcore.runspec.resolved.ResolvedSpec
+    from labcore.spec.budgets import BUDGETS
+
+    assert BUDGETS is labcore.runspec.BUDGETS

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from labcore.results.record import RunRecord
-from labcore.spec import estimate, make_spec
-from labcore.spec.resolved import resolve_fields as resolve
+from labcore.runspec import estimate, make_spec
+from labcore.runspec.resolved import resolve_fields as resolve
 from labcore.engine.speed import measured_speed, run_tokens_per_s, typical_tokens_per_s
 
 
@@ -93,7 +93,7 @@ def test_runs_that_shared_the_machine_are_left_out_while_anything_better_is_know
 
 def test_the_typical_figure_follows_the_cpus_bf16(monkeypatch):
     from labcore.engine import speed
-    from labcore.spec import MINILM_TOKENS_PER_S, MINILM_TOKENS_PER_S_BF16
+    from labcore.runspec import MINILM_TOKENS_PER_S, MINILM_TOKENS_PER_S_BF16
 
     monkeypatch.setattr(speed, "native_bf16", lambda device: False)
     assert typical_tokens_per_s("minilm") == MINILM_TOKENS_PER_S

@@ -17,7 +17,7 @@ import pytest
 
 from labcore.errors import LabError
 from labcore.results.record import RunRecord
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.events import curves_from_events
 from labcore.jobs import new_job
 from labcore.engine import run_results
@@ -365,7 +365,7 @@ def test_the_store_side_never_imports_torch(tmp_path):
 import sys
 from labcore.cli.worker import add_commands
 from labcore.execution.executor import LocalExecutor
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import Store
 store = Store({str(tmp_path / 'store')!r})
 LocalExecutor(store, autostart=False).submit(make_spec(discipline="bits-xor"))

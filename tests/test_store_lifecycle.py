@@ -11,7 +11,7 @@ from labcore.cli.main import main as cli_main
 from labcore.errors import LabError
 from labcore.jobs import new_job
 from labcore.jobs.analyses import ModelRef, SimilaritySpec
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store.delete import delete, delete_selected, plan_delete
 from labcore.store.selection import Selection
 

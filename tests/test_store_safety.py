@@ -19,7 +19,7 @@ import pytest
 
 from labcore.engine import run_results
 from labcore.execution.executor import LocalExecutor
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.store import FINISHED, Store, StoreLocked, StoreSettings
 from labcore.store.errors import REPAIR_HINT, StoreDamaged
 

@@ -20,7 +20,7 @@ from typing import Callable
 import pytest
 
 from labcore.execution.executor import LocalExecutor
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.events import curves_from_events
 from labcore.jobs import new_job
 from labcore.store import ACTIVE, Store, StoreSettings, process_state

@@ -220,7 +220,7 @@ def load_finetuned(record: "JobRecord", run_dir: Path, *, attn_implementation: s
     """A finished run's model as it ended (see :func:`labcore.engine.run.load_trained`), with a clear error when
     its weights are not there."""
     from labcore.engine.run import BEST_WEIGHTS, load_trained
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     weights = run_dir / BEST_WEIGHTS
     if not weights.is_file():
@@ -236,7 +236,7 @@ def compute_attention(record: "JobRecord", run_dir: Path, split: str = "test", i
     :class:`LabError` naming the fix otherwise.
     """
     from labcore.engine.run import Prepared
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     if split not in SPLITS:
         raise LabError(f"unknown split {split!r}; valid splits: {', '.join(SPLITS)}")

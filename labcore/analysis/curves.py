@@ -22,7 +22,7 @@ import pandas as pd
 from labcore.errors import LabError
 from labcore.results.metrics import aggregate
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec
+from labcore.runspec import RunSpec
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ def prepare(ref: dict[str, Any], discipline: str, discipline_params: dict[str, A
     """
     from labcore.engine.resolve import resolve_spec
     from labcore.engine.run import BEST_WEIGHTS, Prepared, load_trained
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     if ref.get("run"):
         record = run_input.record
@@ -63,7 +63,7 @@ def backbone_parameters(ref: dict[str, Any], discipline: str, discipline_params:
 
 def _backbone_spec(ref: dict[str, Any], discipline: str, discipline_params: dict[str, Any], max_length: int):
     """The spec of a ``full`` run of ``ref``'s backbone on the discipline."""
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     return make_spec(model=ref["model"], init=ref["init"], seed=int(ref.get("seed", 0)),
                      mapping=ref.get("mapping", "auto"), discipline=discipline,

@@ -11,7 +11,7 @@ import json
 from typing import Any, Callable, Sequence
 
 from labcore.errors import LabError
-from labcore.spec import (BUDGET_PARAMS, BUDGETS, COUNT_LIMIT, COUNTS, INPUT_ADAPTERS, MAPPING_KINDS, POOLINGS,
+from labcore.runspec import (BUDGET_PARAMS, BUDGETS, COUNT_LIMIT, COUNTS, INPUT_ADAPTERS, MAPPING_KINDS, POOLINGS,
                           PRECISIONS, TABLE_FORM, TRAIN_SIZES, RunSpec, make_spec)
 
 def add_store_argument(parser: argparse.ArgumentParser) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from labcore.errors import LabError
-from labcore.spec import TEXT_MAX_LENGTH, kept_by_budget  # noqa: F401  (TEXT_MAX_LENGTH: encoders' default)
+from labcore.runspec import TEXT_MAX_LENGTH, kept_by_budget  # noqa: F401  (TEXT_MAX_LENGTH: encoders' default)
 
 
 @dataclass

@@ -8,15 +8,15 @@ import typing
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from labcore import spec as spec_lib
+from labcore import runspec as spec_lib
 from labcore.engine import speed
 from labcore.machine.device import budget_device
 from labcore.models import BACKBONES, INITS, known_layers, known_positions, made_here_names, model_folder, read_card
 from labcore.protocols import PROTOCOLS  # registers every protocol; loads no torch
 from labcore.results.record import RunRecord
-from labcore.spec import (BUDGET_PARAMS, BUDGETS, COUNT_LIMIT, INPUT_ADAPTERS, MAPPING_KINDS, MIN_MAX_LENGTH, POOLINGS,
+from labcore.runspec import (BUDGET_PARAMS, BUDGETS, COUNT_LIMIT, INPUT_ADAPTERS, MAPPING_KINDS, MIN_MAX_LENGTH, POOLINGS,
                           PRECISIONS, TRAIN_SIZES)
-from labcore.spec import estimate as estimate_time
+from labcore.runspec import estimate as estimate_time
 
 __all__ = ["BUDGETS", "BUDGET_PARAMS", "COUNT_LIMIT", "INPUT_ADAPTERS", "MAPPING_KINDS", "MIN_MAX_LENGTH",
            "POOLINGS", "PRECISIONS", "TRAIN_SIZES", "MeasuredSpeed", "backbones", "budget_device",

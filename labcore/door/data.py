@@ -24,7 +24,7 @@ from labcore.pretrain.corpora import MIN_LENGTH as CORPUS_MIN_LENGTH
 from labcore.pretrain.corpora import corpus_names, corpus_stats
 from labcore.pretrain.corpora import text_size as corpus_text_size
 from labcore.pretrain.corpora import vocabulary as corpus_vocabulary
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 from labcore.door.lab import Lab, store_of
 from labcore.store import JobRecord
 

@@ -15,8 +15,8 @@ from labcore.engine.resolve import resolve_spec
 from labcore.events import curves_from_events, stage_curves
 from labcore.jobs import key_of
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec, make_spec, train_defaults
-from labcore.spec.resolved import ResolvedSpec
+from labcore.runspec import RunSpec, make_spec, train_defaults
+from labcore.runspec.resolved import ResolvedSpec
 from labcore.store import ACTIVE, FINISHED, STOPPED, JobRecord, JobStatus
 from labcore.store.selection import Selection
 from labcore.store.usage import COMMAND_LINE, Usage, disk_usage as _disk_usage

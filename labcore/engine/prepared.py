@@ -14,8 +14,8 @@ from labcore import data as data_registry
 from labcore.durable import CommitFn, write_file
 from labcore.durable import write_text as write_text_file  # noqa: F401  (run.py writes its small files through it)
 from labcore.errors import LabError
-from labcore.spec import RunSpec, parse_train_size
-from labcore.spec.resolved import ResolvedSpec
+from labcore.runspec import RunSpec, parse_train_size
+from labcore.runspec.resolved import ResolvedSpec
 
 BEST_WEIGHTS = "best.safetensors"  # a finished run's trainable parameters by name, in its folder
 

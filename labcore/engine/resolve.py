@@ -2,10 +2,10 @@
 
 :func:`resolve` is called once, where a run is submitted (the run kind's ``resolve``, so the page, the CLI, a
 sweep and the Python API all pass through it, and the page's display is the same call); the store keeps the
-:class:`~labcore.spec.resolved.ResolvedSpec`, and whoever runs it reads it and never resolves it again.
+:class:`~labcore.runspec.resolved.ResolvedSpec`, and whoever runs it reads it and never resolves it again.
 
 It lives in the engine because it reads three registries: the discipline's (its input kind and parameters),
-the backbones' (a model's positions) and the protocols' (their parameters). labcore.spec sits below all three
+the backbones' (a model's positions) and the protocols' (their parameters). labcore.runspec sits below all three
 and may import none of them; the engine sits above them, and the jobs, the CLI, the API and (through
 labcore.door) the pages sit above the engine.
 
@@ -22,8 +22,8 @@ from labcore import protocols
 from labcore.data.base import parse_params
 from labcore.machine import device as devices
 from labcore.models.backbones import known_positions
-from labcore.spec import RunSpec
-from labcore.spec.resolved import ResolvedSpec, resolve_fields
+from labcore.runspec import RunSpec
+from labcore.runspec.resolved import ResolvedSpec, resolve_fields
 
 
 def resolve(spec: RunSpec | ResolvedSpec, where: str) -> ResolvedSpec:

@@ -30,8 +30,8 @@ from labcore.engine.prepared import (  # noqa: F401  (BEST_WEIGHTS, load_trained
     BEST_WEIGHTS, CommitFn, Prepared, load_trained, save_trained, write_text_file)
 from labcore.results.record import RunRecord, pack_correct
 from labcore.engine.resolve import resolve_spec
-from labcore.spec import RunSpec
-from labcore.spec.resolved import ResolvedSpec
+from labcore.runspec import RunSpec
+from labcore.runspec.resolved import ResolvedSpec
 
 StopFn = Callable[[], "str | None"]
 STAGE_SUMMARY = "stage.json"  # what the protocol's stage before training measured, for a resumed attempt
@@ -59,7 +59,7 @@ def train_config(resolved: ResolvedSpec, *, loss: str, precision: str, device: s
     """The training loop's configuration from a resolved spec (``precision`` already resolved)."""
     import dataclasses
 
-    from labcore.spec import TrainParams
+    from labcore.runspec import TrainParams
     from labcore.engine.train import TrainConfig
 
     params = {f.name: getattr(resolved, f.name) for f in dataclasses.fields(TrainParams)}

@@ -1,5 +1,5 @@
 """How fast runs train on this machine: the training speed that finished runs measured, for the time the pages
-promise before a run starts (:func:`labcore.spec.estimate`).
+promise before a run starts (:func:`labcore.runspec.estimate`).
 
 A run's speed is its tokens per second of training steps: ``samples_per_s`` (examples over the time spent in
 steps, evaluation and preparing left out) times the mean tokens of a training example. Tokens, not examples,
@@ -30,10 +30,10 @@ from typing import Iterable
 from labcore.machine.cores import BUSY_THRESHOLD
 from labcore.machine.device import native_bf16
 from labcore.results.record import RunRecord
-from labcore.spec import MINILM_TOKENS_PER_S, MINILM_TOKENS_PER_S_BF16
+from labcore.runspec import MINILM_TOKENS_PER_S, MINILM_TOKENS_PER_S_BF16
 
 # What a model trains at where no run of it was measured here, by the precision ``auto`` gives on this CPU:
-# MiniLM's quick-budget measurements (labcore/spec/priors.json, each with its machine and date). Other models
+# MiniLM's quick-budget measurements (labcore/runspec/priors.json, each with its machine and date). Other models
 # have no typical figure: their time is promised only once one of them ran.
 TYPICAL_TOKENS_PER_S = {"minilm": {"fp32": MINILM_TOKENS_PER_S, "bf16": MINILM_TOKENS_PER_S_BF16}}
 

@@ -8,7 +8,7 @@ from labcore.errors import LabError
 from labcore.engine import run_results
 from labcore.events import RESULT
 from labcore.results.record import RunRecord
-from labcore.spec.resolved import ResolvedSpec
+from labcore.runspec.resolved import ResolvedSpec
 
 
 def run_sweep(specs: Sequence[ResolvedSpec], *, progress: Callable[[str], None] = lambda _m: None,

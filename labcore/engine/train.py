@@ -33,7 +33,7 @@ from labcore.machine.device import autocast
 from labcore.data.encode import Batch, Encoded, iterate
 from labcore.durable import CommitFn, write_file
 from labcore.events import CheckpointEvent, EvalEvent, LogEvent, StepEvent, TrainEndEvent
-from labcore.spec import TrainParams
+from labcore.runspec import TrainParams
 
 StopFn = Callable[[], "str | None"]
 ForwardFn = Callable[[Batch], torch.Tensor]
@@ -50,7 +50,7 @@ EVAL_BATCH_MIN = 32
 
 @dataclass(frozen=True)
 class TrainConfig(TrainParams):
-    """The training hyper-parameters (:class:`labcore.spec.TrainParams`) and what the run decides."""
+    """The training hyper-parameters (:class:`labcore.runspec.TrainParams`) and what the run decides."""
 
     seed: int
     loss: str  # "ce" | "bce" | "mse" | "given" (the forward returns its own loss: MLM pretraining)
@@ -97,7 +97,7 @@ def steps_to_converge(curve: list[tuple[int, float]], tolerance: float = CONVERG
     return None
 
 
-# The optimizer of each name in :data:`labcore.spec.OPTIMIZERS` (a test pins the two equal).
+# The optimizer of each name in :data:`labcore.runspec.OPTIMIZERS` (a test pins the two equal).
 OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
 
 

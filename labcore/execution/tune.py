@@ -43,7 +43,7 @@ from labcore.events import EVAL, START, LogEvent
 from labcore.execution.executor import executor_for, executor_kind
 from labcore.jobs.run import resolve_run
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec, make_spec
+from labcore.runspec import RunSpec, make_spec
 from labcore.store import ACTIVE, JobRecord, Store, open_store
 
 STEP = "step"  # ASHA's time: the training step of an evaluation

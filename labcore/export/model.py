@@ -253,7 +253,7 @@ Rerun it: `{spec.cli()}`
 def export_run(job: JobRecord, workdir: Path, folder: str | Path) -> Path:
     """Write the run of stored record ``job`` (its files in ``workdir``) to ``folder``; returns the folder."""
     from labcore.engine.run import load_trained
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     _check_exportable(job, workdir)
     prepared = load_trained(make_spec(**job.spec), workdir)

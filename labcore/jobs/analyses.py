@@ -145,7 +145,7 @@ def _resolver(count: int | None, min_examples: int = 2):
     def resolve(spec: AnalysisSpec) -> AnalysisSpec:
         from labcore.analysis.attention import SPLITS
         from labcore.engine.resolve import resolve_spec
-        from labcore.spec import INITS, make_spec
+        from labcore.runspec import INITS, make_spec
 
         models = tuple(m if isinstance(m, ModelRef) else ModelRef(**m) for m in spec.models)
         if count is not None and len(models) != count:

@@ -1,7 +1,7 @@
 """The ``run`` kind: train one RunSpec (data -> mapping -> model -> protocol -> train -> evaluate -> record).
 
 A RunSpec is resolved once, when it is submitted (:func:`resolve_run`); the store keeps the
-:class:`~labcore.spec.resolved.ResolvedSpec`, the worker decodes it as it is and trains it, resolving nothing.
+:class:`~labcore.runspec.resolved.ResolvedSpec`, the worker decodes it as it is and trains it, resolving nothing.
 Its key is ``RunSpec.key`` of the resolved values (what it has always been, so stored results keep their keys);
 the training loop checkpoints to ``resume.pt`` and handles stop requests itself. What a run's job record holds
 as its result, and how it reads, is :mod:`labcore.engine.run_results`' (below the kinds: the engine's in-process
@@ -18,8 +18,8 @@ from labcore.machine import device as devices
 from labcore.paths import env_number
 from labcore.engine import run_results
 from labcore.engine.resolve import resolve
-from labcore.spec import RunSpec
-from labcore.spec.resolved import ResolvedSpec
+from labcore.runspec import RunSpec
+from labcore.runspec.resolved import ResolvedSpec
 
 
 def resolve_run(spec: RunSpec | ResolvedSpec) -> ResolvedSpec:

@@ -39,7 +39,7 @@ from labcore.lessons.model import (FIGURES, MEASURES, PREDICTIONS, WHATIF_KINDS,
 from labcore.mapping.spec import KINDS as MAPPING_KINDS
 from labcore.protocols import PROTOCOLS
 from labcore.recipes.demos import DEMOS, PAPERS
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 TOP = ("name", "title", "paper", "source", "background", "minutes", "question", "figure", "base", "runs", "whatif")
 RUN_FIELDS = ("role", "spec", "demo", "seeds", "stage", "kind", "body")

@@ -15,7 +15,7 @@ from labcore.engine import run_results
 from labcore.jobs import key_of
 from labcore.lessons.model import Lesson, LessonError, LessonRun
 from labcore.results.record import RunRecord
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 TERMINAL = ("done", "failed", "diverged", "cancelled", "interrupted", "dead")
 

@@ -16,8 +16,8 @@ from labcore.errors import MappingError
 from labcore.mapping.common import MAPPING_VERSION, sha256_of
 from labcore.mapping.vocab import Vocab
 from labcore.registry import Registry
-from labcore.spec import RunSpec
-from labcore.spec.resolved import ResolvedSpec
+from labcore.runspec import RunSpec
+from labcore.runspec.resolved import ResolvedSpec
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def trained_base(record: "JobRecord", workdir: Path) -> tuple[Any, Any, Any]:
     from labcore.models import load_backbone
     from labcore.models.lab_model import VocabAdapter
     from labcore.engine.run import load_trained
-    from labcore.spec import make_spec
+    from labcore.runspec import make_spec
 
     spec = make_spec(**record.spec)
     trained = load_trained(spec, workdir).model

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from labcore.data import DisciplineInfo
     from labcore.data.encode import Encoded
     from labcore.models import LabModel, Structure
-    from labcore.spec.resolved import ResolvedSpec
+    from labcore.runspec.resolved import ResolvedSpec
 
 
 @dataclass(frozen=True)

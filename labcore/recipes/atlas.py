@@ -34,7 +34,7 @@ from labcore.jobs import key_of
 from labcore.jobs.analyses import LogMESpec, ModelRef
 from labcore.recipes.verdict import difference_interval
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec, make_spec
+from labcore.runspec import RunSpec, make_spec
 
 if TYPE_CHECKING:
     from labcore.figures import Figure

@@ -28,7 +28,7 @@ from labcore.recipes.base import Claim, Plan, Recipe, Step
 from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_table, judge, majority_floors,
                                     new_report, side_name, wall_seconds)
 from labcore.recipes.verdict import EQUIVALENCE, ClaimTest
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 L1S = ("nested", "flat", "uniform", "zipf", "english")  # stage 1: one pretraining each
 SCRATCH = "no pretraining"

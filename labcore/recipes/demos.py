@@ -25,7 +25,7 @@ from typing import Sequence
 
 from labcore.results.record import RunRecord
 from labcore.registry import Registry
-from labcore.spec import RunSpec, make_spec
+from labcore.runspec import RunSpec, make_spec
 
 MAX_STEPS_ENV = "TRANSFERLAB_DEMO_MAX_STEPS"
 

@@ -39,7 +39,7 @@ from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_t
                                     task_floor, values_by_seed)
 from labcore.recipes.verdict import EQUIVALENCE, ClaimTest
 from labcore.results.record import RunRecord
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 TASKS = ("bits-xor", "bits-memory", "listops", "image-mnist")
 CONDITIONS = ("pretrained", "random", "bit")
@@ -427,7 +427,7 @@ def _ablation_bars(plan_: Plan, results: Mapping[Step, Any]):
 
 
 # A quick step on this machine, shared with other work (one free core): the frozen bit-memory run of 40 steps
-# measured 123 s where the engine's figure for two idle cores (labcore.spec.estimate) says 31 s; the plan's steps
+# measured 123 s where the engine's figure for two idle cores (labcore.runspec.estimate) says 31 s; the plan's steps
 # average 22 s by that figure (16.8 minutes in all), so about 90 s here.
 RECIPE = Recipe(name="fpt", title="Lu et al. (FPT): does a frozen language-pretrained transformer compute on "
                                   "bits, ListOps and images?", paper="fpt",

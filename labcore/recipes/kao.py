@@ -25,7 +25,7 @@ from labcore.recipes.report import (PaperNumbers, Report, condition_bars, grid_t
                                     loss_curve_figure, majority_floors, new_report, run_value, values_by_seed)
 from labcore.recipes.verdict import ClaimTest
 from labcore.results.record import RunRecord
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 DISCIPLINES = ("dna-splice", "protein-malonylation", "music-composer")
 CONDITIONS = ("pretrained", "random", "re-emb")

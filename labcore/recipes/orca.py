@@ -26,7 +26,7 @@ from labcore.recipes.report import (Report, condition_bars, grid_table, judge, j
                                     new_report, values_by_seed)
 from labcore.recipes.verdict import EQUIVALENCE, ClaimTest
 from labcore.results.record import RunRecord
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 DISCIPLINES = ("dna-splice", "bits-xor", "image-mnist")
 ONE_D = ("dna-splice", "bits-xor")

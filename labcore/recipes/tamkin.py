@@ -35,7 +35,7 @@ from labcore.recipes.gate import BEST
 from labcore.recipes.report import (Report, cell, grid_table, judge, judged, levels_gate, majority_floors, new_report,
                                     sides_gate, values_by_seed)
 from labcore.recipes.verdict import ClaimTest
-from labcore.spec import make_spec
+from labcore.runspec import make_spec
 
 TASK = "text-sentiment"
 LAYERS = 6  # MiniLM's; every layer index below counts these

@@ -24,7 +24,7 @@ import pandas as pd
 from labcore.recipes.base import Plan, Step
 from labcore.recipes.keys import mentions
 from labcore.results.record import RunRecord
-from labcore.spec import RunSpec
+from labcore.runspec import RunSpec
 
 TUNE_SEED = 1000  # the tuning runs' seed: apart from the verdicts' seeds (0, 1, 2, ...)
 GRID_PART = "learning-rate grid"

@@ -1,6 +1,6 @@
 """ResolvedSpec: a RunSpec with every default decided for where it will train; what the store keeps.
 
-A :class:`labcore.spec.RunSpec` says what a user chose (None and ``auto`` where they left the choice to the
+A :class:`labcore.runspec.RunSpec` says what a user chose (None and ``auto`` where they left the choice to the
 lab). Resolving it, once, at submission (:func:`labcore.engine.resolve.resolve`) decides the rest and gives a
 :class:`ResolvedSpec`: the budget's hyper-parameters for the device the job will train on, the mapping and the
 input adapter the discipline implies, the discipline's parameters written out. The store keeps it; the worker,
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from labcore.errors import LabError
-from labcore.spec import (TEXT_MAX_LENGTH, BudgetParams, Pairs, RunSpec, make_spec, text_max_length,
+from labcore.runspec import (TEXT_MAX_LENGTH, BudgetParams, Pairs, RunSpec, make_spec, text_max_length,
                           train_defaults)
 
 
@@ -108,7 +108,7 @@ def resolve_fields(spec: RunSpec | ResolvedSpec, input_kind: str, *, max_positio
     model's default pooling and the machine's precision, and the result records what it used.
 
     `device` is the kind (``cpu``, ``cuda``) the run will train on: the budget's values for it fill the
-    unset fields (:data:`labcore.spec.DEVICE_BUDGETS`), and a text length that differs from the CPU's is
+    unset fields (:data:`labcore.runspec.DEVICE_BUDGETS`), and a text length that differs from the CPU's is
     written out, so the key names what runs.
     """
     if isinstance(spec, ResolvedSpec):

@@ -1,9 +1,9 @@
 """RunSpec: everything that decides a result, in one frozen dataclass.
 
 The key of a run is the sha256 of the canonical JSON of its *resolved* spec (every default filled in
-from the budget table, labcore.spec.budgets: a :class:`labcore.spec.resolved.ResolvedSpec`, made once, at
+from the budget table, labcore.runspec.budgets: a :class:`labcore.runspec.resolved.ResolvedSpec`, made once, at
 submission, by labcore.engine.resolve.resolve). Two specs with the same key give the same result, so the second is
-served from the store. Defaults live only in this module and labcore.spec.budgets (whose names it re-exports): the
+served from the store. Defaults live only in this module and labcore.runspec.budgets (whose names it re-exports): the
 CLI, the worker and the pages all build specs through :func:`make_spec`, which validates in one place and
 lists valid choices in its errors.
 
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from labcore.spec.budgets import (  # noqa: F401  (re-exported: callers read the budgets here)
+from labcore.runspec.budgets import (  # noqa: F401  (re-exported: callers read the budgets here)
     _TAMKIN, _TRAIN_DEFAULTS, BUDGET_PARAMS, BUDGETS, DEVICE_BUDGETS, DEVICE_KINDS, DEVICE_TEXT_MAX_LENGTH,
     FROZEN_FAMILY, MIN_EVALS, OPTIMIZERS, QUICK_MIN_EXAMPLES, QUICK_MIN_STEPS, SCHEDULES, TEXT_MAX_LENGTH,
     TRAIN_FIELDS, BudgetParams, TrainParams, _family, check_choice, kept_by_budget, text_max_length, train_defaults)
@@ -112,7 +112,7 @@ def _freeze(value: Any) -> Any:
 @dataclass(frozen=True)
 class RunSpec:
     """What a user chose for one run; None and ``auto`` leave a choice to the lab, which
-    :func:`labcore.engine.resolve.resolve` makes once, at submission (a :class:`labcore.spec.resolved.ResolvedSpec`)."""
+    :func:`labcore.engine.resolve.resolve` makes once, at submission (a :class:`labcore.runspec.resolved.ResolvedSpec`)."""
 
     model: str = "minilm"
     init: str = "pretrained"
@@ -136,7 +136,7 @@ class RunSpec:
     deterministic: bool = False
     seed: int = 0
     # The training hyper-parameters, None where the budget decides: BudgetParams' fields in its order, each
-    # optional here (labcore.spec.budgets says what each means; tests/test_spec.py checks the two agree).
+    # optional here (labcore.runspec.budgets says what each means; tests/test_spec.py checks the two agree).
     optimizer: str | None = None
     lr: float | None = None
     schedule: str | None = None

@@ -3,8 +3,8 @@
 :class:`TrainParams` declares the loop's hyper-parameters and :class:`BudgetParams` adds how much training data
 the loop sees; ``quick``, ``standard`` and ``paper`` give each protocol family its values
 (:func:`train_defaults`), per device kind where a GPU trains differently (:data:`DEVICE_BUDGETS`). A
-:class:`labcore.spec.RunSpec` carries every field as an optional one (None: the budget's value), and
-labcore.spec re-exports these names.
+:class:`labcore.runspec.RunSpec` carries every field as an optional one (None: the budget's value), and
+labcore.runspec re-exports these names.
 
 This module imports no torch: the pages build and show specs without it.
 """
@@ -31,7 +31,7 @@ class TrainParams:
     """The training loop's hyper-parameters, each declared once, here.
 
     :class:`labcore.engine.train.TrainConfig` extends this class with what the run decides (seed, loss,
-    precision, device); :class:`labcore.spec.RunSpec` carries every field of :class:`BudgetParams` as an optional
+    precision, device); :class:`labcore.runspec.RunSpec` carries every field of :class:`BudgetParams` as an optional
     one (None: the budget's value); the New experiment page shows a widget per field. A field's
     ``choices`` metadata lists its valid values.
     """
@@ -48,7 +48,7 @@ class TrainParams:
     eval_every: int  # steps between validation evaluations (0: once per epoch)
     patience: int  # evaluations without improvement before stopping early (0: off), never before min_steps
     # floors that fit a budget to small data (0: off). An explicit epochs / max_steps turns min_steps off,
-    # an explicit eval_every turns min_evals off (see labcore.spec.resolved): the floors adapt a budget, not a choice.
+    # an explicit eval_every turns min_evals off (see labcore.runspec.resolved): the floors adapt a budget, not a choice.
     min_steps: int  # more epochs where `epochs` would give fewer optimiser steps than this
     min_evals: int  # validation evaluations per run at least: eval_every shortens to steps // min_evals
 
@@ -87,7 +87,7 @@ TRAIN_FIELDS = tuple(f.name for f in BUDGET_PARAMS)
 
 # Budget presets. "quick" is a teaching demo: one MiniLM run in about three minutes on a 2-core CPU. Training
 # costs about the same per token on every discipline (MiniLM, fp32, 2 idle cores: about 1,850 tokens/s, measured
-# as labcore/spec/priors.json says), so the token budget caps the training set: 2 epochs of 140,000 tokens take
+# as labcore/runspec/priors.json says), so the token budget caps the training set: 2 epochs of 140,000 tokens take
 # about 150 s of steps (splice: 2,258 of its 2,868 examples; the whole run 172 s), leaving room for preparing
 # and evaluating.
 # "paper" is each paper's own recipe: Kao (Adam 1e-5, batch 32, no warm-up, linear decay), FPT (Adam
@@ -198,6 +198,6 @@ def text_max_length(budget: str, device: str = "cpu") -> int:
 
 
 def check_choice(name: str, value: Any, valid: tuple[str, ...]) -> None:
-    """An error listing the valid choices where ``value`` is not one of them (labcore.spec checks with it too)."""
+    """An error listing the valid choices where ``value`` is not one of them (labcore.runspec checks with it too)."""
     if value not in valid:
         raise LabError(f"unknown {name} {value!r}; valid choices: {', '.join(valid)}")
