@@ -39,7 +39,8 @@ def model_options(lab) -> dict[str, ModelRef]:
         options[f"{name} · pretrained"] = ModelRef(model=name)
         for seed in range(3):
             options[f"{name} · random init, seed {seed}"] = ModelRef(model=name, init="random", seed=seed)
-    for record in lab_runs.runs(lab, status="done")[::-1][:50]:
+    hidden = common.hidden_runs(lab)  # a class lesson's runs, until the teacher reveals them
+    for record in [r for r in lab_runs.runs(lab, status="done") if r.key not in hidden][::-1][:50]:
         options[f"run {record.key[:8]} · fine-tuned · {record.label}"] = ModelRef(run=record.key)
     return options
 
@@ -79,8 +80,13 @@ def analysis_form(lab, executor) -> None:
 # --------------------------------------------------------------------------------------------------- result
 def results_section(lab) -> None:
     """The analysis named in the address (else the newest) and the list of earlier ones."""
-    analysis_keys = [r.key for r in lab_runs.jobs(lab) if r.kind in ANALYSES][::-1]
+    hidden = common.hidden_runs(lab)  # an analysis of a class lesson's run shows its model: hidden with it
+    analysis_keys = [r.key for r in lab_runs.jobs(lab) if r.kind in ANALYSES and not hidden & set(r.requires)][::-1]
     shown = state.qp("job") or (analysis_keys[0] if analysis_keys else None)
+    if shown is not None and hidden & set(getattr(lab_runs.record(lab, shown), "requires", None) or ()):
+        st.info("This analysis reads runs of a class lesson whose answer is not revealed yet; it shows after "
+                "the reveal.")
+        st.stop()
     if shown is None:
         st.info("No analysis yet: pick one above and press **Run analysis**. With the tiny defaults each takes "
                 "seconds to a couple of minutes on this machine.")

@@ -169,7 +169,8 @@ def main() -> None:
                "the same gain from frozen features, which takes seconds instead of minutes.")
     lab = state.get_lab()
     executor = state.get_executor()
-    records = jobs.finished_runs(lab)
+    hidden = common.hidden_runs(lab)  # a class lesson's runs, until the teacher reveals them
+    records = [r for r in jobs.finished_runs(lab) if r.key not in hidden]
     found_models, found_protocols = jobs.atlas_present(records)
     budget, protocol, models, columns = axes(found_models, found_protocols)
     if not models or not columns:

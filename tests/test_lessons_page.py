@@ -202,3 +202,31 @@ def test_a_students_run_pickers_leave_out_a_lesson_until_its_reveal(lab):
     assert not any(key[:8] in option for option in offered())
     sittings.set_phase(lab.root, sitting.code, "revealed")
     assert any(key[:8] in option for option in offered())
+
+
+def test_a_students_atlas_and_analysis_leave_out_a_lesson_until_its_reveal(tmp_path, monkeypatch):
+    """The atlas draws a cell from the lesson's runs and the Analysis page offers them as models: neither may
+    show a student the runs before the reveal. The runs carry their real specs here, as the atlas reads them."""
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))
+    store = open_store()
+    store.hold_workers("test")
+    lesson = catalogue.get("dna")
+    key = runs.lesson_keys(lesson)[0]
+    for run, run_key, value in zip(lesson.runs, runs.lesson_keys(lesson), (0.913, 0.551)):
+        run_results.put_result(store, RunRecord(key=run_key, spec=run.spec.to_dict(), status="done",
+                                                metric="accuracy", test={"accuracy": value}, test_examples=400,
+                                                baseline={"majority": 0.52}, val_curve=[[20, value]], best_step=20,
+                                                steps_done=20))
+    sitting = sittings.open_sitting(store.root, lesson)
+
+    def shown(name: str) -> str:
+        at = AppTest.from_file(str(Path(PAGE).parent / f"{name}.py"), default_timeout=60)
+        at.secrets["teacher_passcode"] = PASSCODE
+        at = at.run()
+        assert not at.exception, at.exception
+        options = [option for box in list(at.selectbox) + list(at.multiselect) for option in box.options]
+        return "\n".join([texts(at), *(frame.value.to_csv() for frame in at.dataframe), *map(str, options)])
+
+    assert "0.913" not in shown("atlas") and f"run {key[:8]}" not in shown("analysis")
+    sittings.set_phase(store.root, sitting.code, "revealed")
+    assert "0.913" in shown("atlas") and f"run {key[:8]}" in shown("analysis")
