@@ -4,11 +4,12 @@ predictions with the answer drawn on them, the explanation)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import streamlit as st
 
-from labcore.door.lessons import Lesson, LessonView, is_right, prediction_figure, result_figure, share_right
+from labcore.door.lessons import (Lesson, LessonError, LessonView, is_right, prediction_figure, result_figure,
+                                  share_right, table_example)
 from pages import common
 
 
@@ -33,6 +34,22 @@ def guess_input(lesson: Lesson, current: Any, key: str) -> Any:
     picked = st.multiselect("Your order, highest first (pick them one after another)", question.choices,
                             default=list(current) if current else [], key=key)
     return picked if len(picked) == len(question.choices) else None
+
+
+def propose_table(lesson: Lesson, propose: Callable[[str], str]) -> None:
+    """The "Propose a table" input of a mapping vote: ``propose`` checks the table and adds it to the options
+    (its option), or says what is wrong with it."""
+    example = table_example(lesson)
+    text = st.text_input("Propose a table", key="lesson.table", placeholder=example,
+                         help=f"Your own mapping: each symbol and the vocabulary id it is fed as, e.g. {example}. "
+                              f"A valid table becomes an option of the vote for everyone.")
+    if st.button("Propose", key="lesson.table.btn", disabled=not text.strip()):
+        try:
+            option = propose(text)
+        except LessonError as exc:
+            st.error(str(exc))
+            return
+        st.caption(f"**{option}** is one of the options.")
 
 
 def guess_text(guess: Any) -> str:

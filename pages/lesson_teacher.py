@@ -110,7 +110,9 @@ def handout(sitting, lesson) -> None:
     seats = [s for s in lessons.seats(_lab(), sitting.code) if s.guess is not None
              and s.guessed_at <= (sitting.locked_at or float("inf"))]
     names = [s.nickname for s in seats] if st.checkbox("Students' names in the handout", key="lesson.names") else None
-    page = handout_html(lesson, measured, [s.guess for s in seats], names)
+    chosen = sitting.whatif if sitting.phase == "whatif-revealed" else ""
+    page = handout_html(lesson, measured, [s.guess for s in seats], names, whatif=chosen,
+                        whatif_measured=whatif_view(_lab(), lesson, chosen).measured if chosen else None)
     cols = st.columns(2)
     cols[0].download_button("Handout (HTML)", page, file_name=f"lesson-{lesson.name}.html", mime="text/html",
                             key="lesson.html")
@@ -137,19 +139,21 @@ def whatif(sitting, lesson, *, solo: bool = False) -> None:
     st.markdown(f"#### What if? {spec.text}")
     if sitting.phase == "revealed":
         if solo:
-            option = st.radio("Try", spec.options, key="lesson.whatif.pick")
+            _propose(sitting, lesson)
+            option = st.radio("Try", lessons.whatif_options(_lab(), sitting.code), key="lesson.whatif.pick")
             st.button("Run it", key="lesson.whatif.solo", on_click=_run_whatif, args=(sitting, lesson, option))
         else:
             st.button("Open the vote", key="lesson.vote.open", on_click=lessons.set_phase,
                       args=(_lab(), sitting.code, "vote"))
     elif sitting.phase == "vote":
+        _propose(sitting, lesson)  # before the winner is read, so a table proposed in this run can win
+
         @st.fragment(run_every=LIVE_S)
         def tally() -> None:
             counts = lessons.votes(_lab(), sitting.code)
             st.bar_chart(counts, horizontal=True)
         tally()
-        counts = lessons.votes(_lab(), sitting.code)
-        winner = max(counts, key=lambda o: (counts[o], -spec.options.index(o)))
+        winner = lessons.vote_winner(_lab(), sitting.code)
         st.button(f"Queue the winner ({winner})", key="lesson.vote.close", type="primary", on_click=_run_whatif,
                   args=(sitting, lesson, winner), help="Reads the votes at the press; a tie goes to the first option.")
     elif sitting.phase == "whatif":
@@ -157,6 +161,12 @@ def whatif(sitting, lesson, *, solo: bool = False) -> None:
     else:
         st.markdown(f"**{sitting.whatif}**")
         lesson_parts.reveal(lesson, whatif_view(_lab(), lesson, sitting.whatif), [], show_class=False)
+
+
+def _propose(sitting, lesson) -> None:
+    """The teacher's own mapping table (a solo user's), for a vote on a token mapping."""
+    if lessons.takes_tables(lesson):
+        lesson_parts.propose_table(lesson, lambda text: lessons.propose_table_as_teacher(_lab(), sitting.code, text))
 
 
 def _follow_whatif(sitting, lesson, solo: bool) -> None:

@@ -78,12 +78,15 @@ def lobby() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- a sitting
-def _watch(code: str, phase: str) -> None:
-    """Rerun the page when the teacher moves the sitting on (every 2 s: a class of 100 reads one small file)."""
+def _watch(code: str, phase: str, options: tuple[str, ...] = ()) -> None:
+    """Rerun the page when the teacher moves the sitting on (every 2 s: a class of 100 reads one small file),
+    and during a vote when someone proposes a table (``options``: the ones shown; a few more small files)."""
     @st.fragment(run_every=2.0)
     def watch() -> None:
         try:
             now = lessons.get_sitting(_lab(), code).phase
+            if now == phase == "vote" and lessons.whatif_options(_lab(), code) != options:
+                now = "new options"
         except LessonError:
             now = "deleted"
         if now != phase:
@@ -145,20 +148,27 @@ def _student_whatif(sitting, lesson, token: str, seat) -> None:
     if sitting.solo:
         lesson_teacher.whatif(sitting, lesson, solo=True)
         return
+    options: tuple[str, ...] = ()
     if sitting.phase == "vote":
         st.markdown(f"**What if?** {lesson.whatif.text}")
-        options = list(lesson.whatif.options)
-        choice = st.radio("Your vote", options, index=options.index(seat.vote) if seat.vote in options else None,
-                          key="lesson.vote")
-        if st.button("Vote", key="lesson.vote.btn", disabled=choice is None):
-            lessons.vote(_lab(), sitting.code, token, choice)
-            st.caption(f"Your vote: **{choice}**")
+        voting, proposing = st.columns([3, 2]) if lessons.takes_tables(lesson) else (st.container(), None)
+        if proposing is not None:  # first, so a table proposed in this run is among the options below
+            with proposing:
+                lesson_parts.propose_table(lesson, lambda text: lessons.propose_table(_lab(), sitting.code, token,
+                                                                                       text))
+        with voting:
+            options = lessons.whatif_options(_lab(), sitting.code)
+            choice = st.radio("Your vote", options, key="lesson.vote",
+                              index=options.index(seat.vote) if seat.vote in options else None)
+            if st.button("Vote", key="lesson.vote.btn", disabled=choice is None):
+                lessons.vote(_lab(), sitting.code, token, choice)
+                st.caption(f"Your vote: **{choice}**")
     elif sitting.phase == "whatif-revealed":
         st.markdown(f"**What if: {sitting.whatif}**")
         lesson_parts.reveal(lesson, whatif_view(_lab(), lesson, sitting.whatif), [], show_class=False)
     elif sitting.phase == "whatif":
         st.info(f"The class chose **{sitting.whatif}**: it runs now; its answer comes at the reveal.")
-    _watch(sitting.code, sitting.phase)
+    _watch(sitting.code, sitting.phase, options)
 
 
 def sitting_page(code: str) -> None:

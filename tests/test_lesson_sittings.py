@@ -106,3 +106,107 @@ def test_the_vote_counts_before_its_lock(store):
     sittings.vote(store.root, sitting.code, bob, "shift")
     sittings.vote(store.root, sitting.code, bob, "unused")
     assert sittings.votes(store.root, sitting.code) == {"unused": 2, "letters": 0, "shift": 0}
+
+
+TABLE = "table A:1012,C:1013,G:1014,T:1015"
+
+
+def voting(store):
+    sitting = sittings.open_sitting(store.root, catalogue.get("dna"))
+    tokens = [sittings.join(store.root, sitting.code, name) for name in ("Ada", "Bob", "Cy")]
+    sittings.set_phase(store.root, sitting.code, "vote")
+    return sitting, tokens
+
+
+def test_a_proposed_table_becomes_one_option_of_the_vote(store):
+    sitting, (ada, bob, cy) = voting(store)
+    assert sittings.propose(store.root, sitting.code, ada, "T:1015, G:1014, C:1013, A:1012") == TABLE
+    # the same table in the symbols' order is the same option, and costs Bob nothing: he may propose his own
+    assert sittings.propose(store.root, sitting.code, bob, "A:1012,C:1013,G:1014,T:1015") == TABLE
+    assert sittings.options(store.root, sitting.code) == ("unused", "letters", "shift", TABLE)
+    sittings.propose(store.root, sitting.code, bob, "A:2000,C:2001,G:2002,T:2003")
+    sittings.vote(store.root, sitting.code, cy, TABLE)
+    sittings.vote(store.root, sitting.code, bob, TABLE)
+    sittings.vote(store.root, sitting.code, ada, "unused")
+    assert sittings.votes(store.root, sitting.code) == {"unused": 1, "letters": 0, "shift": 0, TABLE: 2,
+                                                        "table A:2000,C:2001,G:2002,T:2003": 0}
+    assert sittings.winner(store.root, sitting.code) == TABLE
+    with pytest.raises(LessonError, match="one table per student"):
+        sittings.propose(store.root, sitting.code, ada, "A:3000,C:3001,G:3002,T:3003")
+    with pytest.raises(LessonError, match="none of the options"):
+        sittings.vote(store.root, sitting.code, cy, "table A:3000,C:3001,G:3002,T:3003")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("A:1012,C:1013,G:1014", "no id for 'T'; give every one of A, C, G, T an id"),
+    ("A:1012,C:1013,G:1014,T:1015,U:1016", "names 'U', which dna-splice does not have; its symbols are A, C, G, T"),
+    ("A=1012,C:1013,G:1014,T:1015", "'A=1012' is not SYMBOL:ID; write SYMBOL:ID for each symbol"),
+    ("A:1012,A:1013,C:1014,G:1015,T:1016", "gives 'A' more than once"),
+    ("A:1012,C:1012,G:1014,T:1015", "'A' and 'C' share an id \\(1012\\)"),
+    ("", "the table is empty"),
+])
+def test_a_bad_table_is_refused_naming_the_problem_and_the_fix(store, text, message):
+    sitting, (ada, *_) = voting(store)
+    with pytest.raises(LessonError, match=message):
+        sittings.propose(store.root, sitting.code, ada, text)
+    assert sittings.options(store.root, sitting.code) == ("unused", "letters", "shift")
+    assert sittings.propose(store.root, sitting.code, ada, TABLE) == TABLE  # a refused table uses up nothing
+
+
+def test_a_table_is_checked_against_the_models_vocabulary(store, monkeypatch):
+    from labcore.lessons import proposals
+    from labcore.mapping import Vocab
+
+    small = Vocab(tokens=tuple(f"w{i}" for i in range(1500)), special_ids=frozenset({0, 1}), name="small")
+    monkeypatch.setattr(proposals, "_vocab", lambda model: small)
+    sitting, (ada, *_) = voting(store)
+    with pytest.raises(LessonError, match=r"ids outside \[0, 1500\): 'T' -> 1515; use ids below 1500"):
+        sittings.propose(store.root, sitting.code, ada, "A:1012,C:1013,G:1014,T:1515")
+    with pytest.raises(LessonError, match="land on special tokens: 'A' -> w1"):
+        sittings.propose(store.root, sitting.code, ada, "A:1,C:1013,G:1014,T:1015")
+    assert sittings.propose(store.root, sitting.code, ada, "A:1012,C:1013,G:1014,T:1015") == TABLE
+
+
+def test_proposals_wait_for_the_vote_are_capped_and_the_teacher_may_add_one(store):
+    sitting = sittings.open_sitting(store.root, catalogue.get("dna"))
+    ada = sittings.join(store.root, sitting.code, "Ada")
+    with pytest.raises(LessonError, match="while the vote is open"):
+        sittings.propose(store.root, sitting.code, ada, TABLE)
+    sittings.set_phase(store.root, sitting.code, "revealed")
+    sittings.propose_as_teacher(store.root, sitting.code, "A:999,C:998,G:997,T:996")
+    sittings.set_phase(store.root, sitting.code, "vote")
+    tokens = [sittings.join(store.root, sitting.code, f"s{n}") for n in range(sittings.MAX_PROPOSALS)]
+    for n, token in enumerate(tokens[:-1]):
+        sittings.propose(store.root, sitting.code, token, f"A:{2000 + n},C:1013,G:1014,T:1015")
+    with pytest.raises(LessonError, match=f"{sittings.MAX_PROPOSALS} proposed tables already"):
+        sittings.propose(store.root, sitting.code, tokens[-1], "A:1,C:2,G:3,T:4")
+    options = sittings.options(store.root, sitting.code)
+    assert options[3] == "table A:999,C:998,G:997,T:996" and len(options) == 3 + sittings.MAX_PROPOSALS
+    protocols = sittings.open_sitting(store.root, catalogue.get("orca")).code  # a vote on training protocols
+    sittings.set_phase(store.root, protocols, "revealed")
+    with pytest.raises(LessonError, match="takes no table"):
+        sittings.propose_as_teacher(store.root, protocols, TABLE)
+
+
+def test_proposals_survive_a_restart_and_travel_with_an_archive(store, tmp_path):
+    from labcore.engine import run_results
+    from labcore.store import Store
+
+    run_results.put_result(store, RunRecord(key="a" * 20, spec={}, status="done", metric="accuracy",
+                                            test={"accuracy": 0.9}))  # an archive holds at least one run
+
+    sitting, (ada, bob, _) = voting(store)
+    script = ("import sys; from labcore.lessons import sittings as s; "
+              "print(s.propose(sys.argv[1], sys.argv[2], sys.argv[3], 'A:1012,C:1013,G:1014,T:1015'))")
+    proposed = subprocess.run([sys.executable, "-c", script, str(store.root), sitting.code, ada], check=True,
+                              capture_output=True, text=True).stdout.strip()
+    assert proposed == TABLE
+    assert sittings.options(store.root, sitting.code)[-1] == TABLE  # read from the seat's file by this process
+    sittings.vote(store.root, sitting.code, bob, TABLE)
+    path = archive.export(store, tmp_path / "lab.tar.gz").path
+    other = Store(tmp_path / "other")
+    try:
+        archive.import_archive(other, path)
+        assert sittings.votes(other.root, sitting.code)[TABLE] == 1
+    finally:
+        other.close()

@@ -155,3 +155,34 @@ def test_the_command_line_lists_the_lessons():
                          text=True).stdout
     assert [line.split()[0] for line in out.splitlines()] == catalogue.names()
     assert runs.command("dna") == "python -m labcore.lessons run dna"
+
+
+def test_a_proposed_table_runs_as_the_whatif_roles_run_with_mapping_table():
+    lesson = catalogue.get("dna")
+    base = lesson.runs_of(lesson.whatif.role)[0].spec
+    spec = runs.whatif_spec(lesson, "table A:1012,C:1013,G:1014,T:1015")
+    assert spec.mapping == "table"
+    assert spec.mapping_table == (("A", 1012), ("C", 1013), ("G", 1014), ("T", 1015))
+    assert spec.replace(mapping=base.mapping, mapping_table=()) == base  # everything else is the role's run
+    # written in another order, the same table is the same run
+    assert key_of(runs.whatif_spec(lesson, "table T:1015,G:1014,C:1013,A:1012")) == key_of(spec)
+    assert key_of(spec) not in runs.lesson_keys(lesson) + (key_of(runs.whatif_spec(lesson, "unused")),)
+    with pytest.raises(LessonError, match="no id for 'T'"):
+        runs.whatif_spec(lesson, "table A:1012,C:1013,G:1014")
+    with pytest.raises(LessonError, match="none of the what-if's options"):  # a vote on protocols
+        runs.whatif_spec(catalogue.get("orca"), "table A:1012,C:1013,G:1014,T:1015")
+
+
+def test_the_handout_names_the_table_the_class_chose(store):
+    from labcore.door.lessons import handout_html, whatif_view
+
+    lesson, table = catalogue.get("dna"), "table A:1012,C:1013,G:1014,T:1015"
+    keys = finished(store, lesson, {"pretrained": 0.913, "random": 0.551})
+    run_results.put_result(store, record(key_of(runs.whatif_spec(lesson, table)), 0.702))
+    measured = measure(lesson, runs.results(store, keys), keys)
+    page = handout_html(lesson, measured, [0.9], whatif=table,
+                        whatif_measured=whatif_view(store, lesson, table).measured)
+    for part in ("What if?", f"pretrained, mapping {table}", "0.702", "0.913",
+                 "--mapping table --mapping-table A:1012,C:1013,G:1014,T:1015"):
+        assert part in page, part
+    assert "What if?" not in handout_html(lesson, measured, [0.9])

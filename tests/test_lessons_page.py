@@ -230,3 +230,32 @@ def test_a_students_atlas_and_analysis_leave_out_a_lesson_until_its_reveal(tmp_p
     assert "0.913" not in shown("atlas") and f"run {key[:8]}" not in shown("analysis")
     sittings.set_phase(store.root, sitting.code, "revealed")
     assert "0.913" in shown("atlas") and f"run {key[:8]}" in shown("analysis")
+
+
+def test_a_student_proposes_a_table_the_class_votes_for_it_and_the_teacher_queues_it(lab):
+    from labcore.jobs import key_of
+
+    lesson, table = catalogue.get("dna"), "table A:1012,C:1013,G:1014,T:1015"
+    sitting = sittings.open_sitting(lab.root, lesson)
+    sittings.set_phase(lab.root, sitting.code, "running")
+    sittings.set_phase(lab.root, sitting.code, "revealed")
+    teacher = press(page(teacher=True, params={"sitting": sitting.code}), "Open the vote")
+    ada = page(params={"sitting": sitting.code, "seat": sittings.join(lab.root, sitting.code, "Ada")})
+    ada.text_input(key="lesson.table").input("A:1012,C:1013,G:1014,X:1015").run()
+    ada = press(ada, "Propose")
+    assert "'X', which dna-splice does not have" in texts(ada)  # refused, saying why and what to write
+    assert table not in ada.radio(key="lesson.vote").options
+    ada.text_input(key="lesson.table").input("T:1015,G:1014,C:1013,A:1012").run()
+    ada = press(ada, "Propose")
+    assert f"{table}** is one of the options" in texts(ada)
+    assert table in ada.radio(key="lesson.vote").options  # in the same run as the proposal
+    for name in ("Bob", "Cy"):
+        at = page(params={"sitting": sitting.code, "seat": sittings.join(lab.root, sitting.code, name)})
+        assert list(at.radio(key="lesson.vote").options) == ["unused", "letters", "shift", table]
+        at.radio(key="lesson.vote").set_value(table).run()
+        press(at, "Vote")
+    assert sittings.votes(lab.root, sitting.code)[table] == 2
+    teacher = press(teacher.run(), f"Queue the winner ({table})")
+    assert sittings.get(lab.root, sitting.code).whatif == table
+    queued = lab.get(key_of(runs.whatif_spec(lesson, table)))
+    assert queued is not None and queued.spec["mapping_table"] == [["A", 1012], ["C", 1013], ["G", 1014], ["T", 1015]]

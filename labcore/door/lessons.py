@@ -17,7 +17,8 @@ from labcore.door.desk import Desk
 from labcore.door.lab import Lab
 from labcore.figures import lessons as lesson_figures
 from labcore.jobs import key_of
-from labcore.lessons import catalogue, runs, sittings
+from labcore.errors import LabError
+from labcore.lessons import catalogue, proposals, runs, sittings
 from labcore.lessons.explain import explain
 from labcore.lessons.runs import command
 from labcore.lessons.handout import handout_html, handout_pdf
@@ -28,8 +29,9 @@ from labcore.lessons.sittings import CODE_LENGTH, MAX_NICKNAME, Seat, Sitting, s
 __all__ = ["CODE_LENGTH", "MAX_NICKNAME", "Lesson", "LessonError", "LessonView", "Measured", "Seat", "Sitting",
            "advance", "all_sittings", "command", "delete_sitting", "get_lesson", "get_sitting", "guesses",
            "handout_html", "handout_pdf", "hidden_keys", "is_right", "join", "lesson_names", "open_sitting",
-           "predict", "prediction_figure", "result_figure", "seat_of", "seat_of_token", "seats", "set_phase",
-           "share_right", "submit_whatif", "tally", "view", "vote", "votes", "whatif_view"]
+           "predict", "prediction_figure", "propose_table", "propose_table_as_teacher", "result_figure", "seat_of",
+           "seat_of_token", "seats", "set_phase", "share_right", "submit_whatif", "table_example", "takes_tables",
+           "tally", "view", "vote", "vote_winner", "votes", "whatif_options", "whatif_view"]
 
 UNREVEALED = ("predict", "running")  # phases whose lesson runs students may not see
 UNREVEALED_WHATIF = ("vote", "whatif")
@@ -93,7 +95,10 @@ def hidden_keys(lab: Lab) -> set[str]:
         if sitting.phase in UNREVEALED:
             hidden.update(runs.lesson_keys(lesson))
         if sitting.phase in UNREVEALED_WHATIF and sitting.whatif and lesson.whatif:
-            hidden.add(key_of(runs.whatif_spec(lesson, sitting.whatif)))
+            try:
+                hidden.add(key_of(runs.whatif_spec(lesson, sitting.whatif)))
+            except LabError:
+                continue  # a table this machine's vocabulary now refuses: no run of it was queued to hide
     return hidden
 
 
@@ -194,5 +199,36 @@ def tally(lab: Lab, code: str) -> tuple[list[Any], int]:
 
 
 def votes(lab: Lab, code: str) -> dict[str, int]:
-    """Option -> the votes cast for it before the vote closed."""
+    """Option -> the votes cast for it before the vote closed, in the options' order."""
     return sittings.votes(lab.root, code)
+
+
+def vote_winner(lab: Lab, code: str) -> str:
+    """The option with the most votes (a tie goes to the one listed first)."""
+    return sittings.winner(lab.root, code)
+
+
+def whatif_options(lab: Lab, code: str) -> tuple[str, ...]:
+    """The vote's options: the lesson's own, then the tables proposed in the sitting."""
+    return sittings.options(lab.root, code)
+
+
+def takes_tables(lesson: Lesson) -> bool:
+    """Whether the lesson's what-if votes on a token mapping, so its class may propose a mapping table."""
+    return proposals.takes_tables(lesson)
+
+
+def table_example(lesson: Lesson) -> str:
+    """A mapping table in the form a proposal takes (``A:1012,C:1013,...``), for the lesson's discipline."""
+    return proposals.example(lesson)
+
+
+def propose_table(lab: Lab, code: str, token: str, text: str) -> str:
+    """This browser's student proposes a mapping table while the vote is open (one each): its vote option, or
+    a LessonError naming what is wrong with the table and how to fix it."""
+    return sittings.propose(lab.root, code, token, text)
+
+
+def propose_table_as_teacher(lab: Lab, code: str, text: str) -> str:
+    """The teacher (or a solo owner) proposes a mapping table, after the reveal or during the vote: its option."""
+    return sittings.propose_as_teacher(lab.root, code, text)

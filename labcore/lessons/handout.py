@@ -3,7 +3,8 @@ the same page printed to PDF by headless Chromium (a kept renderer, not PDF writ
 
 It holds the question, the class's predictions (counted, with no names unless the teacher asks for them), the
 measured figures and numbers with their 95 % intervals, the explanation written from those numbers, the paper
-reference, and the command line that reruns the lesson.
+reference, and the command line that reruns the lesson; once a what-if has been revealed, the option the class
+chose (a mapping table it proposed included), what it measured beside the run it changed, and its command line.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from labcore.errors import LabError
 from labcore.figures import lessons as lesson_figures
 from labcore.figures.style import figure_html
 from labcore.lessons.explain import explain
-from labcore.lessons.runs import command
+from labcore.lessons.runs import command, whatif_role, whatif_spec
 from labcore.lessons.measure import Measured, is_right
 from labcore.lessons.model import Lesson
 from labcore.recipes.demos import PAPERS
@@ -68,8 +69,25 @@ def _figures(lesson: Lesson, measured: Measured, guesses: Sequence[Any]) -> str:
     return figure_html(guessed, with_script=True) + figure_html(bars, with_script=False)
 
 
-def handout_html(lesson: Lesson, measured: Measured, guesses: Sequence[Any], names: Sequence[str] | None = None) -> str:
-    """The handout as one HTML page; ``names`` (one per guess) only where the teacher asks for them."""
+def _whatif(lesson: Lesson, option: str, measured: Measured | None) -> str:
+    """The what-if the class chose, named as its run is (a proposed table with its rows), and what it measured."""
+    if not option or lesson.whatif is None or measured is None:
+        return ""
+    e = html.escape
+    rows = "".join(f"<tr><td>{e(v.role)}</td><td>{v.mean:.3f}</td><td>{v.low:.3f} to {v.high:.3f}</td></tr>"
+                   for v in measured.values)
+    gap = (f" The gap: {measured.value:+.3f} (95 % interval {measured.low:+.3f} to {measured.high:+.3f})."
+           if measured.value is not None else "")
+    return (f"<h2>What if?</h2><p>{e(lesson.whatif.text)}</p>"
+            f"<p>The class chose <b>{e(whatif_role(lesson, option))}</b>.{e(gap)}</p>"
+            f"<table><tr><th>condition</th><th>{e(measured.metric.replace('_', ' '))}</th><th>95 % interval</th>"
+            f"</tr>{rows}</table><p><code>{e(whatif_spec(lesson, option).cli())}</code></p>")
+
+
+def handout_html(lesson: Lesson, measured: Measured, guesses: Sequence[Any], names: Sequence[str] | None = None,
+                 whatif: str = "", whatif_measured: Measured | None = None) -> str:
+    """The handout as one HTML page; ``names`` (one per guess) only where the teacher asks for them; ``whatif``
+    (the option the class chose) with ``whatif_measured`` (its run beside the one it changes) once revealed."""
     rows = "".join(f"<tr><td>{html.escape(v.role)}</td><td>{v.mean:.3f}</td><td>{v.low:.3f} to {v.high:.3f}</td>"
                    f"</tr>" for v in measured.values)
     answer = (f"{measured.value:.3f} (95 % interval {measured.low:.3f} to {measured.high:.3f})"
@@ -84,6 +102,7 @@ def handout_html(lesson: Lesson, measured: Measured, guesses: Sequence[Any], nam
             f"<table><tr><th>condition</th><th>{e(measured.metric.replace('_', ' '))}</th><th>95 % interval</th></tr>"
             f"{rows}</table>{_figures(lesson, measured, guesses)}"
             f"<h2>Why</h2><p>{e(explain(lesson, measured))}</p>"
+            f"{_whatif(lesson, whatif, whatif_measured)}"
             f"<h2>Where it comes from</h2><p>{e(PAPERS[lesson.paper])}: {e(lesson.source)}.</p>"
             f"<h2>Run it again</h2><p><code>{e(command(lesson.name))}</code> (finished runs are read from the "
             f"lab's store; a fresh lab trains them)</p></body></html>")

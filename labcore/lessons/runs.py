@@ -13,6 +13,7 @@ from typing import Any
 
 from labcore.engine import run_results
 from labcore.jobs import key_of
+from labcore.lessons import proposals
 from labcore.lessons.model import Lesson, LessonError, LessonRun
 from labcore.results.record import RunRecord
 from labcore.runspec import make_spec
@@ -36,13 +37,17 @@ def lesson_keys(lesson: Lesson) -> tuple[str, ...]:
 
 
 def whatif_spec(lesson: Lesson, option: str) -> Any:
-    """The run the class voted for: the what-if role's first run with its mapping or protocol replaced."""
+    """The run the class voted for: the what-if role's first run with its mapping or protocol replaced (by a
+    proposed table: mapping "table" with its rows, in the discipline's symbol order, so one table is one run)."""
     whatif = lesson.whatif
     if whatif is None:
         raise LessonError(f"lesson {lesson.name!r} has no what-if step")
+    spec = lesson.runs_of(whatif.role)[0].spec
+    if whatif.kind == "mapping" and proposals.is_table(option):
+        rows = proposals.table_rows(lesson, option)
+        return make_spec(**{**spec.to_dict(), "mapping": "table", "mapping_table": rows})
     if option not in whatif.options:
         raise LessonError(f"{option!r} is none of the what-if's options ({', '.join(whatif.options)})")
-    spec = lesson.runs_of(whatif.role)[0].spec
     if whatif.kind == "mapping":
         return make_spec(**{**spec.to_dict(), "mapping": option})
     return make_spec(**{**spec.to_dict(), "protocol": option, "protocol_params": {}})

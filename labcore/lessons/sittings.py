@@ -14,6 +14,13 @@ prediction for someone else's browser, and before the reveal only the teacher's 
 Phases: ``predict`` (students guess) -> ``running`` (guesses locked, runs submitted) -> ``revealed``; then,
 for a lesson with a what-if step, ``vote`` -> ``whatif`` (the winner runs) -> ``whatif-revealed``. A prediction
 counts only if it was written before the lock (a write racing the teacher's press is left out, not counted).
+
+In a vote on a token mapping, students may propose their own mapping table (:mod:`labcore.lessons.proposals`):
+one each, ``<store>/lessons/<CODE>/proposals/<seat>.json`` (written by that student's browser), and the
+teacher's in the sitting's file; so proposals keep the one-writer rule, survive a restart and go with the
+sitting, and a voter's page finds new ones by reading a handful of small files, not every seat. A valid table
+becomes one more option of the vote, once however many propose it; :data:`MAX_PROPOSALS` keeps a class from
+flooding the vote.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from labcore import durable
-from labcore.lessons import catalogue
+from labcore.lessons import catalogue, proposals
 from labcore.lessons.model import Lesson, LessonError
 
 FOLDER = "lessons"  # in the store's root: travels with `store export` (labcore.archive's SIDE_FOLDERS)
@@ -36,6 +43,7 @@ PHASES = ("predict", "running", "revealed", "vote", "whatif", "whatif-revealed")
 CODE_LETTERS = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I/L: read aloud and typed on phones
 CODE_LENGTH = 5
 MAX_NICKNAME = 24
+MAX_PROPOSALS = 8  # tables proposed in one sitting: the vote stays readable on a phone
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,7 @@ class Sitting:
     owner: str = ""  # a solo sitting's seat: the one browser that may act on it
     whatif: str = ""  # the option the class chose
     vote_locked_at: float = 0.0
+    proposals: tuple[str, ...] = ()  # the tables the teacher (or a solo owner) proposed, as vote options
 
 
 @dataclass(frozen=True)
@@ -108,7 +117,8 @@ def get(root: Path | str, code: str) -> Sitting:
     if value is None:
         raise LessonError(f"there is no sitting {code.upper()!r} in this lab: check the code on the teacher's "
                           f"screen")
-    return Sitting(**{k: v for k, v in value.items() if k in Sitting.__dataclass_fields__})
+    sitting = Sitting(**{k: v for k, v in value.items() if k in Sitting.__dataclass_fields__})
+    return replace(sitting, proposals=tuple(str(p) for p in sitting.proposals or ()))  # JSON hands a list
 
 
 def all_sittings(root: Path | str) -> list[Sitting]:
@@ -211,7 +221,7 @@ def vote(root: Path | str, code: str, token: str, option: str) -> Seat:
     lesson = catalogue.get(sitting.lesson)
     if sitting.phase != "vote":
         raise LessonError("the vote is not open")
-    if lesson.whatif is None or option not in lesson.whatif.options:
+    if lesson.whatif is None or option not in options(root, sitting.code):
         raise LessonError(f"{option!r} is none of the options of this vote")
     seat = replace(seat, vote=option, voted_at=time.time())
     _write(_seat_path(root, sitting.code, seat.seat), asdict(seat))
@@ -255,11 +265,81 @@ def tally(root: Path | str, code: str) -> tuple[list[Any], int]:
 
 
 def votes(root: Path | str, code: str) -> dict[str, int]:
+    """Option -> the votes cast for it before the vote closed, in the options' order."""
     sitting = get(root, code)
-    lesson = catalogue.get(sitting.lesson)
-    counts = {o: 0 for o in (lesson.whatif.options if lesson.whatif else ())}
+    counts = {o: 0 for o in options(root, code)}
     cut = sitting.vote_locked_at or float("inf")
     for seat in seats(root, code):
         if seat.vote in counts and seat.voted_at <= cut:
             counts[seat.vote] += 1
     return counts
+
+
+def winner(root: Path | str, code: str) -> str:
+    """The option with the most votes; a tie goes to the option listed first (the lesson's own before any
+    proposed table)."""
+    counts = votes(root, code)
+    order = list(counts)
+    return max(order, key=lambda o: (counts[o], -order.index(o)))
+
+
+# --------------------------------------------------------------------------------------- proposed tables
+def options(root: Path | str, code: str) -> tuple[str, ...]:
+    """The vote's options: the lesson's own, then the teacher's tables, then the students' in the order they
+    were proposed (one option per table, however many proposed it; none proposed after the vote closed)."""
+    sitting = get(root, code)
+    lesson = catalogue.get(sitting.lesson)
+    if lesson.whatif is None:
+        return ()
+    cut = sitting.vote_locked_at or float("inf")
+    folder = _folder(root, code) / "proposals"
+    theirs = [(float(value.get("at") or 0.0), str(value.get("option") or ""))
+              for path in (folder.glob("*.json") if folder.is_dir() else ()) if isinstance(value := _read(path), dict)]
+    every = lesson.whatif.options + sitting.proposals + tuple(o for at, o in sorted(theirs) if at <= cut)
+    return tuple(o for o in dict.fromkeys(every) if o)
+
+
+def _proposed(root: Path | str, sitting: Sitting, text: str) -> tuple[str, bool]:
+    """(the option ``text`` is, whether it is one already); a LessonError where the table is not valid or the
+    sitting has all the tables it takes."""
+    lesson = catalogue.get(sitting.lesson)
+    option = proposals.table_option(lesson, text)
+    now = options(root, sitting.code)
+    if option in now:
+        return option, True
+    if len(now) - len(lesson.whatif.options) >= MAX_PROPOSALS:
+        raise LessonError(f"this vote has {MAX_PROPOSALS} proposed tables already, as many as it takes: vote for "
+                          f"one of them")
+    return option, False
+
+
+def propose(root: Path | str, code: str, token: str, text: str) -> str:
+    """A student's own mapping table, proposed while the vote is open: its vote option. One table per student;
+    a table someone proposed already is that option, and costs nothing."""
+    sitting = get(root, code)
+    seat = _own_seat(root, sitting.code, token)
+    if sitting.phase != "vote":
+        raise LessonError("tables are proposed while the vote is open")
+    option, known = _proposed(root, sitting, text)
+    if known:
+        return option
+    path = _folder(root, sitting.code) / "proposals" / f"{seat.seat}.json"
+    mine = _read(path)
+    if mine is not None:
+        raise LessonError(f"you have proposed a table already ({mine.get('option')}): one table per student; "
+                          f"vote for it, or for another option")
+    _write(path, {"seat": seat.seat, "option": option, "at": time.time()})
+    return option
+
+
+def propose_as_teacher(root: Path | str, code: str, text: str) -> str:
+    """The teacher's own table (a solo owner's, who is their own teacher), after the reveal or during the
+    vote: its vote option."""
+    sitting = get(root, code)
+    if sitting.phase not in ("revealed", "vote"):
+        raise LessonError("tables are proposed after the reveal, until the vote closes")
+    option, known = _proposed(root, sitting, text)
+    if not known:
+        sitting = replace(sitting, proposals=sitting.proposals + (option,))
+        _write(_folder(root, code) / "sitting.json", asdict(sitting))
+    return option
