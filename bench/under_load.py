@@ -7,11 +7,17 @@ process per core (``--burners``) started before and stopped after, and prints ea
 count of failures per test.
 
     python bench/under_load.py --times 20
+    python bench/under_load.py --times 5 --log rounds.jsonl     # rounds kept, counted with earlier ones
+
+With ``--log`` every round is appended to the file (its time, the commit, the CPU, the outcome and the tests that
+failed) and the summary counts every round the file holds for the same commit, so the 20 rounds may be run in
+several sittings.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import multiprocessing
 import os
 import re
@@ -36,7 +42,10 @@ def main() -> int:
     parser.add_argument("--times", type=int, default=20)
     parser.add_argument("--burners", type=int, default=os.cpu_count() or 1, help="busy processes (default: one a core)")
     parser.add_argument("--files", nargs="+", default=list(FILES))
+    parser.add_argument("--log", default="", help="append each round to this JSON-lines file and sum them")
     args = parser.parse_args()
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
+                            text=True).stdout.strip()
     failures: Counter = Counter()
     rounds_failed = 0
     for round_ in range(1, args.times + 1):
@@ -55,9 +64,20 @@ def main() -> int:
         rounds_failed += bool(failed) or done.returncode not in (0, 5)
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"exit {done.returncode}"
         print(f"round {round_}: {summary} ({time.time() - started:.0f} s)", flush=True)
+        if args.log:
+            with open(args.log, "a") as out:
+                out.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": commit,
+                                      "burners": args.burners, "files": args.files, "summary": summary,
+                                      "failed": failed, "ok": not (bool(failed) or done.returncode not in (0, 5)),
+                                      "seconds": round(time.time() - started)}) + "\n")
     print(f"{args.times} rounds with {args.burners} busy processes beside them: {rounds_failed} with a failure")
     for test, n in failures.most_common():
         print(f"  {n} x {test}")
+    if args.log:
+        kept = [json.loads(line) for line in open(args.log) if line.strip()]
+        same = [r for r in kept if r["commit"] == commit and r["files"] == args.files]
+        print(f"{args.log}: {len(same)} rounds at {commit} with these files, {sum(not r['ok'] for r in same)} with "
+              f"a failure")
     return 1 if rounds_failed else 0
 
 
