@@ -57,6 +57,13 @@ def saw_answer(client: StudentClient) -> bool:
     return any(e.WhichOneof("type") == "alert" and "Measured answer" in e.alert.body for e in client.elements.values())
 
 
+def saw_figures(client: StudentClient) -> bool:
+    """The whole reveal, not only the answer's line that the page's watch redraws on every tick: the class's share
+    right, drawn by the run of the page that the reveal starts."""
+    return any(e.WhichOneof("type") == "markdown" and e.markdown.body.startswith("**The class:**")
+               for e in client.elements.values())
+
+
 async def until(check, timeout_s: float, step_s: float = 0.05) -> float | None:
     """Seconds until ``check()`` holds (None: not within ``timeout_s``)."""
     start = time.time()
@@ -158,11 +165,13 @@ async def run_class(url: str, root: Path, code: str, n: int, join_s: float, watc
     await teacher_task
     await sampler
     saw = sum(1 for c in clients if saw_answer(c))
+    whole = sum(1 for c in clients if saw_figures(c))
     return {
         "students": n, "joined": len(seats), "predictions_recorded": sum(1 for s in seats if s.guess is not None),
         "predictions_sent": log["sent"], "no_slider": log["no_slider"], "no_form": log["no_form"],
         "teacher_saw_all_s_after_last_prediction": round(state.get("teacher_saw_all", float("nan")) - last_guess, 2),
-        "students_who_saw_the_answer": saw, "reveal_to_end_s": round(end - revealed, 1),
+        "students_who_saw_the_answer": saw, "students_who_saw_the_whole_reveal": whole,
+        "reveal_to_end_s": round(end - revealed, 1),
         "server_cpu_cores_mean": round(sum(s["cpu"] for s in samples) / max(1, len(samples)), 2),
         "server_cpu_cores_max": round(max((s["cpu"] for s in samples), default=0.0), 2),
         "server_rss_mb_max": round(max((s["rss_mb"] for s in samples), default=0.0), 1),

@@ -52,6 +52,7 @@ class Refresh:
     attention_job_s: float = 2.0  # waiting for the worker to compute an example's attention maps
     run_list_s: float = 3.0  # the Runs page's queue table, while any run is active
     worker_status_s: float = 5.0  # the worker and queue status line (sidebar and Home)
+    sitting_s: float = 2.0  # a class student's page watching for the teacher to move the sitting on
 
     def scaled(self, factor: float) -> "Refresh":
         """Every interval times ``factor`` (2: half as many redraws, for a big class on a small server)."""

@@ -71,10 +71,16 @@ def reveal(lesson: Lesson, lesson_view: LessonView, guesses: list[Any], mine: An
            show_class: bool = True) -> None:
     """The answer: the student's own guess against it, the class's predictions with it drawn on, the runs'
     values with their intervals, and the explanation written from them."""
+    if answer_lines(lesson, lesson_view, mine):
+        figures(lesson, lesson_view, guesses, show_class)
+
+
+def answer_lines(lesson: Lesson, lesson_view: LessonView, mine: Any = None) -> bool:
+    """The measured answer with its interval, and the student's own guess against it (False: no answer)."""
     measured = lesson_view.measured
     if measured is None:
         st.warning("Some runs ended without a result, so there is no answer to reveal: retry them on **Runs**.")
-        return
+        return False
     answer = measured.answer
     if measured.value is not None:  # a value or a gap: the number with its interval
         number = f"{measured.value:.2f} (95 % interval {measured.low:.2f} to {measured.high:.2f})"
@@ -83,11 +89,32 @@ def reveal(lesson: Lesson, lesson_view: LessonView, guesses: list[Any], mine: An
     if mine is not None:
         verdict = "right" if is_right(lesson, measured, mine) else "not right"
         st.info(f"**Your prediction:** {guess_text(mine)} — {verdict}.")
+    return True
+
+
+def figures(lesson: Lesson, lesson_view: LessonView, guesses: list[Any], show_class: bool = True) -> None:
+    """The reveal under its answer lines: the class's share right and predictions, the runs' values, the why."""
+    measured = lesson_view.measured
+    if measured is None:
+        return
     if show_class and guesses:
         right, answered = share_right(lesson, measured, guesses)
         st.markdown(f"**The class:** {right} of {answered} predictions right ({right / answered:.0%}).")
-        st.plotly_chart(prediction_figure(lesson, guesses, measured, mine, title="The class's predictions"),
+        st.plotly_chart(_class_figure(repr((lesson.name, guesses, measured)), lesson, guesses, measured),
                         key=f"reveal-hist-{lesson_view.lesson.name}")
-    st.plotly_chart(result_figure(measured, title="What the runs measured (95 % intervals)"),
-                    key=f"reveal-bars-{lesson_view.lesson.name}")
+    st.plotly_chart(_result_figure(repr(measured), measured), key=f"reveal-bars-{lesson_view.lesson.name}")
     st.markdown(f"**Why:** {lesson_view.explanation}")
+
+
+# A class's reveal draws the same two figures for every student (their own guess is in the line above them, not on
+# the histogram), and building a plotly figure costs a tenth of a second or more on two cores: at the reveal a
+# class of 100 would hold the server for many seconds. They are built once per distinct answer and class (the
+# leading-underscore arguments are not hashed: the key is the text of what they draw).
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _class_figure(key: str, _lesson: Lesson, _guesses: list[Any], _measured):
+    return prediction_figure(_lesson, _guesses, _measured, title="The class's predictions")
+
+
+@st.cache_resource(max_entries=64, show_spinner=False)
+def _result_figure(key: str, _measured):
+    return result_figure(_measured, title="What the runs measured (95 % intervals)")

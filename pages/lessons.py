@@ -78,20 +78,46 @@ def lobby() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- a sitting
-def _watch(code: str, phase: str, options: tuple[str, ...] = ()) -> None:
-    """Rerun the page when the teacher moves the sitting on (every 2 s: a class of 100 reads one small file),
-    and during a vote when someone proposes a table (``options``: the ones shown; a few more small files)."""
-    @st.fragment(run_every=2.0)
-    def watch() -> None:
-        try:
-            now = lessons.get_sitting(_lab(), code).phase
-            if now == phase == "vote" and lessons.whatif_options(_lab(), code) != options:
-                now = "new options"
-        except LessonError:
-            now = "deleted"
-        if now != phase:
-            st.rerun()
-    watch()
+# A class student's page watches the sitting from one small fragment, always at the same place on the page, so that
+# its id is the same in every phase (an id is the function and its place). When the teacher moves the sitting on,
+# the fragment sees it and reruns the page. But a busy Streamlit server can drop what a run sent: when a timer's
+# request makes it start a new script runner before it has passed on the messages of the run that just ended, it
+# discards them (6 to 28 of 100 students missed the reveal so). The server then holds the new page and the browser
+# the old one, for good. So the fragment also draws the phase's headline on every tick (the lock, or the measured
+# answer with the student's own guess against it): a page that missed a run still shows the phase it is in and the
+# answer, on its next tick.
+LAST_PHASE = "whatif-revealed"  # nothing follows it: the fragment need not tick
+
+
+def _watch(code: str, token: str, phase: str, options: tuple[str, ...] = ()) -> None:
+    """The fragment above; ``options``: during a vote, the ones shown (a table someone proposes reruns the page)."""
+    every = None if phase == LAST_PHASE else common.REFRESH.sitting_s
+    st.fragment(_headline, run_every=every)(code, token, phase, options)
+
+
+def _headline(code: str, token: str, drawn: str, options: tuple[str, ...]) -> None:
+    try:
+        sitting = lessons.get_sitting(_lab(), code)
+        seat = lessons.seat_of(_lab(), code, token)
+    except LessonError:
+        st.rerun()  # the sitting is gone: the page says so
+    now = sitting.phase
+    if now == drawn == "vote" and lessons.whatif_options(_lab(), code) != options:
+        now = "new options"
+    if now != drawn:
+        st.rerun()
+    if seat is None:
+        return
+    if sitting.phase == "running":
+        _locked(seat)
+    elif sitting.phase != "predict":
+        lesson = lessons.get_lesson(sitting.lesson)
+        lesson_parts.answer_lines(lesson, view(_lab(), lesson), seat.guess)
+
+
+def _locked(seat) -> None:
+    mine = f"**{lesson_parts.guess_text(seat.guess)}**" if seat.guess is not None else "none"
+    st.info(f":material/lock: Predictions are locked; yours: {mine}. The runs are on; the answer comes at the reveal.")
 
 
 def _predict(sitting, lesson, token: str, seat):
@@ -118,57 +144,60 @@ def student(sitting, lesson, token: str) -> None:
     who = "alone" if sitting.solo else f"as **{seat.nickname}** · sitting {sitting.code}"
     st.caption(f":material/person: {who}")
     lesson_parts.question_card(lesson)
+    if not sitting.solo:
+        _class_student(sitting, lesson, token, seat)
+        return
     if sitting.phase == "predict":
         seat = _predict(sitting, lesson, token, seat)
-        if sitting.solo:
-            lesson_teacher.start_button(sitting, lesson, solo=True, disabled=seat.guess is None)
-        else:
-            _watch(sitting.code, sitting.phase)
+        lesson_teacher.start_button(sitting, lesson, solo=True, disabled=seat.guess is None)
         return
-    mine = f"**{lesson_parts.guess_text(seat.guess)}**" if seat.guess is not None else "none"
     if sitting.phase == "running":
-        st.info(f":material/lock: Predictions are locked; yours: {mine}. The runs are on; the answer comes at the "
-                f"reveal.")
-        if sitting.solo:
-            lesson_teacher.running(sitting, lesson, solo=True)
-        else:
-            _watch(sitting.code, sitting.phase)
+        _locked(seat)
+        lesson_teacher.running(sitting, lesson, solo=True)
         return
-    guesses = [seat.guess] if sitting.solo else lessons.guesses(_lab(), sitting.code)
-    lesson_parts.reveal(lesson, view(_lab(), lesson), [g for g in guesses if g is not None], seat.guess,
-                        show_class=not sitting.solo)
-    if sitting.solo and sitting.phase == "revealed":
+    lesson_parts.reveal(lesson, view(_lab(), lesson), [seat.guess] if seat.guess is not None else [], seat.guess,
+                        show_class=False)
+    if sitting.phase == "revealed":
         lesson_teacher.handout(sitting, lesson)
-    _student_whatif(sitting, lesson, token, seat)
+    if lesson.whatif is not None:
+        lesson_teacher.whatif(sitting, lesson, solo=True)
 
 
-def _student_whatif(sitting, lesson, token: str, seat) -> None:
+def _class_student(sitting, lesson, token: str, seat) -> None:
+    """A class student's page: the watch (with the phase's headline) first, then what the phase asks or shows."""
+    options = lessons.whatif_options(_lab(), sitting.code) if sitting.phase == "vote" else ()
+    _watch(sitting.code, token, sitting.phase, options)
+    if sitting.phase == "predict":
+        _predict(sitting, lesson, token, seat)
+        return
+    if sitting.phase == "running":
+        return
+    guesses = [g for g in lessons.guesses(_lab(), sitting.code) if g is not None]
+    lesson_parts.figures(lesson, view(_lab(), lesson), guesses)
     if lesson.whatif is None:
         return
-    if sitting.solo:
-        lesson_teacher.whatif(sitting, lesson, solo=True)
-        return
-    options: tuple[str, ...] = ()
     if sitting.phase == "vote":
-        st.markdown(f"**What if?** {lesson.whatif.text}")
-        voting, proposing = st.columns([3, 2]) if lessons.takes_tables(lesson) else (st.container(), None)
-        if proposing is not None:  # first, so a table proposed in this run is among the options below
-            with proposing:
-                lesson_parts.propose_table(lesson, lambda text: lessons.propose_table(_lab(), sitting.code, token,
-                                                                                       text))
-        with voting:
-            options = lessons.whatif_options(_lab(), sitting.code)
-            choice = st.radio("Your vote", options, key="lesson.vote",
-                              index=options.index(seat.vote) if seat.vote in options else None)
-            if st.button("Vote", key="lesson.vote.btn", disabled=choice is None):
-                lessons.vote(_lab(), sitting.code, token, choice)
-                st.caption(f"Your vote: **{choice}**")
+        _vote(sitting, lesson, token, seat, options)
     elif sitting.phase == "whatif-revealed":
         st.markdown(f"**What if: {sitting.whatif}**")
         lesson_parts.reveal(lesson, whatif_view(_lab(), lesson, sitting.whatif), [], show_class=False)
     elif sitting.phase == "whatif":
         st.info(f"The class chose **{sitting.whatif}**: it runs now; its answer comes at the reveal.")
-    _watch(sitting.code, sitting.phase, options)
+
+
+def _vote(sitting, lesson, token: str, seat, options: tuple[str, ...]) -> None:
+    st.markdown(f"**What if?** {lesson.whatif.text}")
+    voting, proposing = st.columns([3, 2]) if lessons.takes_tables(lesson) else (st.container(), None)
+    if proposing is not None:  # first, so a table proposed in this run is among the options below
+        with proposing:
+            lesson_parts.propose_table(lesson, lambda text: lessons.propose_table(_lab(), sitting.code, token, text))
+        options = lessons.whatif_options(_lab(), sitting.code)
+    with voting:
+        choice = st.radio("Your vote", options, key="lesson.vote",
+                          index=options.index(seat.vote) if seat.vote in options else None)
+        if st.button("Vote", key="lesson.vote.btn", disabled=choice is None):
+            lessons.vote(_lab(), sitting.code, token, choice)
+            st.caption(f"Your vote: **{choice}**")
 
 
 def sitting_page(code: str) -> None:
