@@ -19,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.integration  # a real app server
+
 REPO = Path(__file__).resolve().parent.parent
 
 
