@@ -18,7 +18,7 @@ import streamlit as st
 from labcore.door import runs as lab_runs
 from labcore.door.recipes import (BUDGET_NOTES, BUDGETS, DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN,
                                   PAPERS, RECIPES, RULE, TUNING_TITLE, Plan, Recipe, expected_of,
-                                  expected_sentence, headline_line, plan_for, progress, results_of,
+                                  expected_sentence, headline_line, plan_for, plan_keys, progress, results_of,
                                   secondary_line, seeds_words, step, summary_line, to_csv, to_html)
 from labcore.door.views import fmt_duration
 from labcore.errors import LabError
@@ -250,6 +250,18 @@ def downloads(recipe: Recipe, plan: Plan, results, report) -> None:
                           icon=":material/download:")
 
 
+def _shown(plan: Plan, results, lab):
+    """The results a student may see: a class lesson's runs (the tamkin lesson's are two of the recipe's) read as
+    not finished until the teacher reveals them, so the report cannot give the answer away."""
+    hidden = common.hidden_runs(lab)
+    keys = plan_keys(plan)
+    withheld = [step for step, result in results.items() if result is not None and keys[step] in hidden]
+    if withheld:
+        st.caption(f":material/visibility_off: {len(withheld)} finished run(s) of this recipe belong to a class lesson "
+                   f"whose answer is not revealed yet: the report leaves them out until the reveal.")
+    return {step: None if step in withheld else result for step, result in results.items()}
+
+
 def main() -> None:
     st.title(":material/menu_book: Recipes")
     st.caption("Each paper's headline experiment as one plan of real runs on this machine, and a report that says, "
@@ -276,7 +288,7 @@ def main() -> None:
     except LabError as exc:
         st.error(str(exc))
         st.stop()
-    results = results_of(plan, lab)
+    results = _shown(plan, results_of(plan, lab), lab)
     finished = sum(1 for r in results.values() if r is not None)
     about_section(about, recipe, plan, budget)
     run_section(choices, recipe, plan, results, lab)

@@ -259,3 +259,30 @@ def test_a_student_proposes_a_table_the_class_votes_for_it_and_the_teacher_queue
     assert sittings.get(lab.root, sitting.code).whatif == table
     queued = lab.get(key_of(runs.whatif_spec(lesson, table)))
     assert queued is not None and queued.spec["mapping_table"] == [["A", 1012], ["C", 1013], ["G", 1014], ["T", 1015]]
+
+
+def test_a_students_recipes_page_leaves_out_a_lessons_runs_until_its_reveal(lab):
+    # The tamkin lesson's two runs are two of the tamkin recipe's quick runs: its report would give the answer away.
+    lesson = catalogue.get("tamkin")
+    for key, value in zip(runs.lesson_keys(lesson), (0.8731, 0.6642)):
+        run_results.put_result(lab, RunRecord(key=key, spec={}, status="done", metric="accuracy",
+                                              test={"accuracy": value}, test_examples=400, val_curve=[[20, value]],
+                                              best_step=20, steps_done=20))
+    sitting = sittings.open_sitting(lab.root, lesson)
+
+    def recipes_page(teacher: bool = False) -> str:
+        at = AppTest.from_file(str(Path(PAGE).parent / "recipes.py"), default_timeout=60)
+        at.secrets["teacher_passcode"] = PASSCODE
+        if teacher:
+            at.session_state["_teacher_code"] = PASSCODE
+        at.query_params["recipe"] = "tamkin"
+        at.query_params["budget"] = "quick"
+        at = at.run()
+        assert not at.exception, at.exception
+        return texts(at) + "\n".join(frame.value.to_csv() for frame in at.dataframe)
+
+    shown = recipes_page()
+    assert "0.873" not in shown and "belong to a class lesson" in shown
+    assert "0.873" in recipes_page(teacher=True)
+    sittings.set_phase(lab.root, sitting.code, "revealed")
+    assert "0.873" in recipes_page()

@@ -8,7 +8,8 @@ from labcore.recipes.demos import DEMOS, PAPERS, TRAIN_SIZE_NOTES, Demo, demo_re
 from labcore.recipes.demos import BUDGET_NOTES as DEMO_BUDGET_NOTES  # the spec budgets' notes, not the recipes'
 from labcore.recipes import BUDGETS, RECIPES
 from labcore.recipes.base import BUDGET_NOTES, Plan, Recipe
-from labcore.recipes.drive import advance, expected_of, expected_sentence, plan_for, progress, results_of, seeds_words
+from labcore.recipes.drive import (advance, expected_of, expected_sentence, plan_for, plan_keys, progress, results_of,
+                                   seeds_words)
 from labcore.recipes.export import (RULE, TUNING_TITLE, headline_line, secondary_line, summary_line, to_csv,
                                     to_html)
 from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEASURED, OPEN
@@ -16,8 +17,8 @@ from labcore.recipes.verdict import DOES_NOT_HOLD, HOLDS, INCONCLUSIVE, NOT_MEAS
 __all__ = ["BUDGETS", "BUDGET_NOTES", "DEMO_BUDGET_NOTES", "DOES_NOT_HOLD", "HOLDS", "INCONCLUSIVE", "NOT_MEASURED",
            "OPEN", "PAPERS", "RECIPES", "RULE", "TRAIN_SIZE_NOTES", "TUNING_TITLE", "Demo", "Plan", "Recipe", "advance",
            "demo_names", "demo_records", "expected_of", "expected_sentence", "get_demo", "headline_line", "plan_for",
-           "progress", "results_of", "secondary_line", "seeds_words", "step", "summarize_demo", "summary_line",
-           "to_csv", "to_html"]
+           "plan_keys", "progress", "results_of", "secondary_line", "seeds_words", "step", "summarize_demo",
+           "summary_line", "to_csv", "to_html"]
 
 
 def demo_names() -> list[str]:
