@@ -17,11 +17,13 @@ server's and the workers' memory over the soak; and no lab process left running.
 ends non-zero if anything was lost.
 
     python bench/soak.py --minutes 30
+    python bench/soak.py --minutes 30 --no-faults   # nothing killed: memory over each process's whole life
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import asyncio
 import os
 import random
@@ -165,7 +167,9 @@ class Soak:
         students = threading.Thread(target=self._watch, args=(room, end), name="students", daemon=True)
         students.start()
         specials_at = sorted(self.rng.uniform(0.15, 0.8) * 60 * args.minutes + time.time() for _ in self.special)
-        next_fault = time.time() + self.rng.uniform(10, 40)
+        # --no-faults: the same work and students with nothing killed, so that each process lives the whole soak and
+        # its memory is read over all of it (a fault's restart resets what a process has grown).
+        next_fault = math.inf if args.no_faults else time.time() + self.rng.uniform(10, 40)
         while time.time() < end:
             time.sleep(1.0)
             self.lab.sample_memory()
@@ -210,6 +214,8 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=8631)
     parser.add_argument("--no-ray", action="store_true", help="local workers only (where Ray is not installed)")
     parser.add_argument("--keep", action="store_true", help="keep the soak's folder (its store and log) at the end")
+    parser.add_argument("--no-faults", action="store_true",
+                        help="kill nothing: the same work, to read each process's memory over the whole soak")
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="transferlab-soak-"))
     print(f"soak folder {root}; {args.minutes:g} minutes, seed {args.seed}", flush=True)
