@@ -254,6 +254,8 @@ def _shown(plan: Plan, results, lab):
     """The results a student may see: a class lesson's runs (the tamkin lesson's are two of the recipe's) read as
     not finished until the teacher reveals them, so the report cannot give the answer away."""
     hidden = common.hidden_runs(lab)
+    if not hidden:
+        return results
     keys = plan_keys(plan)
     withheld = [step for step, result in results.items() if result is not None and keys[step] in hidden]
     if withheld:
