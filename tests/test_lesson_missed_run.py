@@ -12,7 +12,7 @@ drawn by the watch's ticks alone.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
+import importlib
 import sys
 import time
 from pathlib import Path
@@ -25,22 +25,11 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _bench(name: str):
-    """A module of ``bench/`` (the protocol client and the app-server helpers the class benches use)."""
+    """A module of ``bench/`` (the protocol client and the app-server helpers the class benches use), imported as
+    the benches import each other, so each is loaded once."""
     if str(REPO / "bench") not in sys.path:
         sys.path.insert(0, str(REPO / "bench"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-async def _until(check, timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if check():
-            return True
-        await asyncio.sleep(0.1)
-    return False
+    return importlib.import_module(name)
 
 
 @pytest.fixture
@@ -86,20 +75,22 @@ def test_a_page_that_misses_the_reveals_run_shows_the_answer_from_its_watch(serv
     async def act(c) -> None:
         async def steps() -> None:
             label = "Your nickname"
-            assert await _until(lambda: any(e.WhichOneof("type") == "text_input" and e.text_input.label == label
-                                             for e in c.elements.values()), 60)
+            until = lesson_class.until  # seconds until the check holds, None if it never did
+            assert await until(lambda: any(e.WhichOneof("type") == "text_input" and e.text_input.label == label
+                                           for e in c.elements.values()), 60) is not None
             assert await c.submit({"Sitting code (on the teacher's screen)": sitting.code, label: "ada"}, "Join")
-            assert await _until(lambda: any(e.WhichOneof("type") == "slider" for e in c.elements.values()), 60)
+            assert await until(lambda: any(e.WhichOneof("type") == "slider" for e in c.elements.values()),
+                               60) is not None
             for _ in range(40):
                 if await c.submit({"test accuracy": 0.6}, "Submit my prediction"):
                     break
                 await asyncio.sleep(0.5)
-            assert await _until(lambda: any(s.guess is not None
-                                            for s in sittings.seats(cache / "store", sitting.code)), 60)
+            assert await until(lambda: any(s.guess is not None for s in sittings.seats(cache / "store", sitting.code)),
+                               60) is not None
             c.deaf = True
             sittings.set_phase(cache / "store", sitting.code, "running")
             sittings.set_phase(cache / "store", sitting.code, "revealed")
-            outcome["answer"] = await _until(lambda: lesson_class.saw_answer(c), 60)
+            outcome["answer"] = await until(lambda: lesson_class.saw_answer(c), 60) is not None
             outcome["texts"] = [e.alert.body for e in c.elements.values() if e.WhichOneof("type") == "alert"]
             outcome["figures"] = lesson_class.saw_figures(c)
         outcome["task"] = asyncio.create_task(steps())
