@@ -23,8 +23,8 @@ ends non-zero if anything was lost.
 from __future__ import annotations
 
 import argparse
-import math
 import asyncio
+import math
 import os
 import random
 import shutil

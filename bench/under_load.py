@@ -61,14 +61,15 @@ def main() -> int:
                 burner.kill()
         failed = re.findall(r"^(?:FAILED|ERROR) (\S+)", done.stdout, re.M)
         failures.update(failed)
-        rounds_failed += bool(failed) or done.returncode not in (0, 5)
+        bad = bool(failed) or done.returncode not in (0, 5)
+        rounds_failed += bad
         summary = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else f"exit {done.returncode}"
         print(f"round {round_}: {summary} ({time.time() - started:.0f} s)", flush=True)
         if args.log:
             with open(args.log, "a") as out:
                 out.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": commit,
                                       "burners": args.burners, "files": args.files, "summary": summary,
-                                      "failed": failed, "ok": not (bool(failed) or done.returncode not in (0, 5)),
+                                      "failed": failed, "ok": not bad,
                                       "seconds": round(time.time() - started)}) + "\n")
     print(f"{args.times} rounds with {args.burners} busy processes beside them: {rounds_failed} with a failure")
     for test, n in failures.most_common():

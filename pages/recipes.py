@@ -257,7 +257,7 @@ def _shown(plan: Plan, results, lab):
     if not hidden:
         return results
     keys = plan_keys(plan)
-    withheld = [step for step, result in results.items() if result is not None and keys[step] in hidden]
+    withheld = {step for step, result in results.items() if result is not None and keys[step] in hidden}
     if withheld:
         st.caption(f":material/visibility_off: {len(withheld)} finished run(s) of this recipe belong to a class lesson "
                    f"whose answer is not revealed yet: the report leaves them out until the reveal.")
