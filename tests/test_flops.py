@@ -58,6 +58,35 @@ def test_flops_a_token_count_each_example_unpadded():
     assert per_token == pytest.approx(sum(hand_count(1, n) for n in (6, 10, 10, 14)) / 40)
 
 
+def test_eight_lengths_are_read_off_four_counts_exactly(monkeypatch):
+    model = lab()
+    lengths = (3, 5, 6, 9, 11, 12, 16, 20)
+    data = Encoded([np.arange(5, 5 + n) % 40 for n in lengths], np.zeros(len(lengths), dtype=np.int64))
+    counted = []
+    real = flops.step_flops
+
+    def counting(module, loss):
+        counted.append(1)
+        return real(module, loss)
+
+    monkeypatch.setattr(flops, "step_flops", counting)
+    per_token = flops.flops_per_token(model, lambda b: model(b.inputs, b.mask), data)
+    assert len(counted) == 4
+    assert per_token == sum(hand_count(1, n) for n in lengths) / sum(lengths)
+
+
+def test_a_count_that_is_no_quadratic_is_counted_at_every_length():
+    asked = []
+
+    def cubic(n: int) -> float:
+        asked.append(n)
+        return float(n ** 3 + 7)
+
+    got = flops.flops_by_length(cubic, [2, 4, 5, 8, 10, 13])
+    assert got == {n: float(n ** 3 + 7) for n in (2, 4, 5, 8, 10, 13)}
+    assert sorted(set(asked)) == [2, 4, 5, 8, 10, 13] and len(asked) == 6
+
+
 def test_counting_leaves_gradients_and_random_numbers_as_they_were():
     model = lab()
     model.train()

@@ -8,7 +8,8 @@
   labcore.machine.rates.training_flops_per_token) counted MiniLM's whole last block and its head for every token:
   about 16 % more than a pooled-row step computes.
 * :func:`flops_per_token`: that count over a few of the data's own examples, each unpadded (padding is
-  work, but no useful work: a step that pads more does not get a higher MFU for it), divided by their tokens.
+  work, but no useful work: a step that pads more does not get a higher MFU for it), divided by their tokens;
+  each length counted once, and at most four counted (:func:`flops_by_length`: the count is a quadratic in length).
 * :func:`linear_calls` and :func:`gemm_floor`: the shapes of the linear layers a forward calls, and the time
   their products alone take at the run's precision and threads (the forward product, and the input- and
   weight-gradient products of the backward where they are computed). The step can be no faster than that
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from fractions import Fraction
 from dataclasses import dataclass
 from typing import Callable
 
@@ -32,6 +34,7 @@ import torch
 from labcore.data.encode import Batch, Encoded, collate
 
 COUNT_EXAMPLES = 8  # examples flops_per_token counts, spread over the data's lengths
+QUADRATIC_CHECKED = 4  # more distinct lengths than this: three counts give the rest, a fourth checks them
 FLOOR_REPEAT_S = 0.02  # each product is repeated for at least this long, per timing
 FLOOR_TIMINGS = 3  # timings per product; the fastest stands
 
@@ -70,16 +73,53 @@ def spread_examples(data: Encoded, count: int = COUNT_EXAMPLES) -> list[int]:
     return [int(order[round(k * (len(order) - 1) / (count - 1))]) for k in range(count)]
 
 
+def flops_by_length(count_at: Callable[[int], float], lengths: list[int]) -> dict[int, float]:
+    """``count_at(length)`` for each distinct length, counting as few as the shape of the count allows.
+
+    A step's counted FLOPs depend on an example's length only (every counted product's shape is set by it), and
+    as a polynomial of degree at most two: linear layers grow with the length, attention's two products with its
+    square. So where more than :data:`QUADRATIC_CHECKED` lengths are asked, three (the shortest, the longest and
+    one between) are counted, the quadratic through them gives the rest, and one more count checks it exactly
+    (the counts are whole numbers); a model whose count is not such a quadratic fails the check, and every length
+    is counted."""
+    distinct = sorted(set(lengths))
+    if len(distinct) <= QUADRATIC_CHECKED:
+        return {n: count_at(n) for n in distinct}
+    fitted = [distinct[0], distinct[len(distinct) // 2], distinct[-1]]
+    check = distinct[len(distinct) // 4] if distinct[len(distinct) // 4] not in fitted else distinct[1]
+    counted = {n: count_at(n) for n in (*fitted, check)}
+
+    def quadratic(n: int) -> Fraction:  # Lagrange's form through the three fitted counts, in exact arithmetic
+        total = Fraction(0)
+        for a in fitted:
+            term = Fraction(counted[a])
+            for b in fitted:
+                if b != a:
+                    term *= Fraction(n - b, a - b)
+            total += term
+        return total
+
+    if quadratic(check) != counted[check]:
+        return {n: counted[n] if n in counted else count_at(n) for n in distinct}
+    return {n: counted[n] if n in counted else float(quadratic(n)) for n in distinct}
+
+
 def flops_per_token(module: torch.nn.Module, forward: Callable[[Batch], torch.Tensor], data: Encoded,
                     device: str = "cpu", count: int = COUNT_EXAMPLES) -> float:
     """Training FLOPs a real token of ``data``: :func:`step_flops` of ``forward`` (batch -> logits, summed as the
-    loss: a loss's own arithmetic is no product) on each of ``count`` examples alone, over their tokens."""
+    loss: a loss's own arithmetic is no product) on each of ``count`` examples alone, over their tokens.
+
+    Examples of one length count the same, so each length is counted once (:func:`flops_by_length`)."""
     picked = spread_examples(data, count)
     lengths = data.lengths()
-    total = 0.0
-    for i in picked:
-        batch = collate(data, np.array([i]), device)
-        total += step_flops(module, lambda: forward(batch).float().sum())
+    example_of = {int(lengths[i]): i for i in reversed(picked)}  # the first picked example of each length
+
+    def count_at(length: int) -> float:
+        batch = collate(data, np.array([example_of[length]]), device)
+        return step_flops(module, lambda: forward(batch).float().sum())
+
+    per_length = flops_by_length(count_at, list(example_of))
+    total = sum(per_length[int(lengths[i])] for i in picked)
     tokens = float(sum(lengths[i] for i in picked))
     return total / tokens if tokens else 0.0
 
