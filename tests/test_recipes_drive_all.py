@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -34,12 +35,26 @@ def _jobs(store: Path) -> dict[str, tuple[str, int, float | None]]:
         opened.close()
 
 
+def _lab_pids(store: Path) -> set[int]:
+    """The store's workers and the processes of its running jobs."""
+    from labcore.store import Store
+
+    opened = Store(store)
+    try:
+        running = [r for r in opened.jobs() if r.status == "running"]
+        return {w["pid"] for w in opened.workers()} | {pid for r in running for pid in (r.pid, r.task_pid) if pid}
+    finally:
+        opened.close()
+
+
 def _wait_for_done(store: Path, process: subprocess.Popen, at_least: int, timeout_s: float) -> dict:
+    """The store's jobs once ``at_least`` have finished and one more is running."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if store.exists():
             jobs = _jobs(store)
-            if sum(1 for status, *_ in jobs.values() if status == "done") >= at_least:
+            statuses = [status for status, *_ in jobs.values()]
+            if statuses.count("done") >= at_least and "running" in statuses:
                 return jobs
         assert process.poll() is None, process.stdout.read()
         time.sleep(0.5)
@@ -52,10 +67,17 @@ def test_a_killed_drive_goes_on_where_it_was_and_runs_no_finished_job_again(tmp_
     try:
         before = _wait_for_done(store, first, at_least=2, timeout_s=400)
     finally:
+        # The machine stops: the workers and their jobs die with the drive, a job mid-run. The workers first: a
+        # worker whose drive has ended stops its job gracefully (interrupted), as no stopped machine lets it.
+        for pid in _lab_pids(store):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
         os.killpg(first.pid, signal.SIGKILL)  # the drive and nothing else of the test: its own session
         first.wait()
     finished = {key: row for key, row in before.items() if row[0] == "done"}
     assert 2 <= len(finished) < 6, "the drive was killed before its last job"
+    lost = [key for key, (status, *_) in _jobs(store).items() if status == "dead"]
+    assert lost, "no job was mid-run when the machine stopped"
 
     second = _drive(store, cache)
     out, _ = second.communicate(timeout=600)
@@ -64,5 +86,6 @@ def test_a_killed_drive_goes_on_where_it_was_and_runs_no_finished_job_again(tmp_
     assert len(after) == 6 and all(status == "done" for status, *_ in after.values()), after
     for key, (status, attempt, finished_at) in finished.items():
         assert after[key] == (status, attempt, finished_at), f"{key} ran again after the restart"
+    assert all(after[key][1] == 2 for key in lost), "a lost job was not resumed (its second attempt)"
     assert "tiny-drive: " in out and "claims decided" in out and "Every recipe has ended" in out
     assert "1 of 1 claims decided" in out or "0 of 1 claims decided" in out

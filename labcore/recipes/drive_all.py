@@ -5,8 +5,10 @@ into the one store's queue, so the workers never idle while one recipe waits on 
 of its own: each round it rebuilds every plan from the store (:func:`labcore.recipes.drive.plan_for`) and submits
 only steps the store has no job for (:func:`labcore.recipes.drive.advance`), so after the process or the machine
 is restarted the same command goes on where the store is: a finished job is served from the store by its key and
-never trained again, and a job a dead worker left running is taken up again by the next worker (from its
-checkpoint where it kept one). Its workers leave once the drive ends (their lifetime names its process).
+never trained again, and a job whose worker was lost (killed, or gone with a restarted machine: the store reads it
+``dead``) is resumed by the drive, from its checkpoint where it kept one (:func:`resume_lost`). A job that failed,
+diverged or was cancelled or interrupted on purpose stays as it ended. Its workers leave once the drive ends
+(their lifetime names its process).
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from labcore.fmt import fmt_duration
 from labcore.recipes.base import Plan, Recipe
 from labcore.recipes.drive import advance, expected_of, plan_for, results_of, seeds_words
 from labcore.recipes.export import headline_count
+
+
+MAX_RESUMES = 3  # a job a drive resumes after its worker was lost, at most this often
 
 
 @dataclass(frozen=True)
@@ -64,15 +69,36 @@ def _keys(plan: Plan) -> list[str]:
     return [step_key(step) for step in plan.steps]
 
 
+def resume_lost(plan: Plan, executor: Any, resumed: dict[str, int]) -> list[str]:
+    """Resume the plan's jobs whose worker was lost mid-run (status ``dead``); their keys. A drive asked to run
+    its plan to the end takes them up again, as it would have had the machine not stopped. ``resumed`` counts the
+    resumes of each job in this drive: one lost :data:`MAX_RESUMES` times (a run that kills its worker every
+    time) is left dead and counts as ended without a result."""
+    store = executor.store
+    out = []
+    for key in _keys(plan):
+        record = store.get(key)
+        if record is None or record.status != "dead" or resumed.get(key, 0) >= MAX_RESUMES:
+            continue
+        executor.resume(key)
+        resumed[key] = resumed.get(key, 0) + 1
+        out.append(key)
+    return out
+
+
 def drive_round(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | None, executor: Any,
-                cap_s: float = math.inf, seen: dict[str, tuple[tuple, Standing]] | None = None) -> list[Standing]:
-    """One look at every recipe: grow its plan from the store, submit what is ready, say where it stands. A recipe
-    has ended when every job of its plan has ended and the rule, looking at them, adds no more. ``seen`` keeps each
-    recipe's last standing: its report (figures included) is built again only once a job of it has ended."""
+                cap_s: float = math.inf, seen: dict[str, tuple[tuple, Standing]] | None = None,
+                resumed: dict[str, int] | None = None) -> list[Standing]:
+    """One look at every recipe: grow its plan from the store, resume its lost jobs, submit what is ready, say
+    where it stands. A recipe has ended when every job of its plan has ended and the rule, looking at them, adds
+    no more. ``seen`` keeps each recipe's last standing: its report (figures included) is built again only once a
+    job of it has ended. ``resumed`` counts each job's resumes over the drive (:func:`resume_lost`)."""
     seen = {} if seen is None else seen
+    resumed = {} if resumed is None else resumed
     out = []
     for recipe in recipes:
         plan = plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s)
+        resume_lost(plan, executor, resumed)
         progress = advance(plan, executor)
         ended = progress.ended and plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s).steps == plan.steps
         state = (len(plan.steps), progress.done, progress.failed, ended)
@@ -89,8 +115,9 @@ def drive_all(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | Non
     ``report_every_s`` for the ETA alone). Returns the last standings."""
     shown: dict[str, tuple[str, float]] = {}
     seen: dict[str, tuple[tuple, Standing]] = {}
+    resumed: dict[str, int] = {}
     while True:
-        standings = drive_round(recipes, budget, seeds, executor, cap_s, seen)
+        standings = drive_round(recipes, budget, seeds, executor, cap_s, seen, resumed)
         now = time.monotonic()
         for row in standings:
             line = row.line(getattr(executor, "workers", 1))
@@ -109,4 +136,4 @@ def _without_eta(line: str) -> str:
     return line.rsplit(" · ", 1)[0]
 
 
-__all__ = ["DECIDED", "Standing", "drive_all", "drive_round", "standing"]
+__all__ = ["DECIDED", "MAX_RESUMES", "Standing", "drive_all", "drive_round", "resume_lost", "standing"]
