@@ -49,13 +49,22 @@ def command_of(pid: int) -> str:
 
 
 def rss_mb(pid: int) -> float | None:
+    return memory_mb(pid).get("VmRSS")
+
+
+def memory_mb(pid: int) -> dict[str, float]:
+    """The process's resident memory in MB (VmRSS) and its parts: anonymous (RssAnon: its own heap), file-backed
+    (RssFile: libraries, mapped files) and shared (RssShmem: tmpfs files it maps, such as a store on a tmpfs). A
+    page mapped twice counts twice. Empty where the process is gone."""
+    out = {}
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
+            name, _, value = line.partition(":")
+            if name in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                out[name] = int(value.split()[0]) / 1024
     except OSError:
-        return None
-    return None
+        return {}
+    return out
 
 
 def kill(pid: int) -> bool:
@@ -76,7 +85,7 @@ class Lab:
     workers: int = 2
     ray: bool = True
     server: subprocess.Popen | None = None
-    memory: dict[int, list[tuple[float, float]]] = field(default_factory=dict)  # pid -> (time, MB)
+    memory: dict[int, list[tuple[float, float, float]]] = field(default_factory=dict)  # pid -> (time, MB, anon MB)
     roles: dict[int, str] = field(default_factory=dict)  # pid -> "server" | "worker" | RAY_ROLE
     started_at: float = field(default_factory=time.time)
 
@@ -142,20 +151,22 @@ class Lab:
         if self.server is not None and self.server.poll() is None:
             pids.add(self.server.pid)
         for pid in pids:
-            mb = rss_mb(pid)
-            if mb is not None:
-                self.memory.setdefault(pid, []).append((now, mb))
+            mb = memory_mb(pid)
+            if "VmRSS" in mb:
+                self.memory.setdefault(pid, []).append((now, mb["VmRSS"], mb.get("RssAnon", mb["VmRSS"])))
                 self.roles.setdefault(pid, "worker")
 
-    def memory_growth(self, soak_s: float) -> list[tuple[str, int, float, float, float, float]]:
+    def memory_growth(self, soak_s: float) -> list[tuple[str, int, float, float, float, float, float]]:
         """Per process sampled for at least a sixth of the soak (kills seldom let one live longer): (role, pid,
-        minutes sampled, MB at a third of its samples, MB at the end, growth % over its last two thirds)."""
+        minutes sampled, MB at a third of its samples, MB at the end, growth % over its last two thirds, growth %
+        of its anonymous memory alone over the same time: what the process itself holds, without the pages of
+        libraries and mapped files, which grow as a store it maps grows)."""
         rows = []
         for pid, series in self.memory.items():
             if len(series) < 6 or series[-1][0] - series[0][0] < soak_s / 6:
                 continue
-            third = series[len(series) // 3][1]
-            last = series[-1][1]
+            _, third, anon_third = series[len(series) // 3]
+            _, last, anon_last = series[-1]
             rows.append((self.roles.get(pid, "?"), pid, (series[-1][0] - series[0][0]) / 60, third, last,
-                         100.0 * (last - third) / third))
+                         100.0 * (last - third) / third, 100.0 * (anon_last - anon_third) / anon_third))
         return sorted(rows)

@@ -81,10 +81,11 @@ def close_out(soak: Any, room: list) -> int:
         print(f"  {line}")
     print(f"unaccounted jobs: {len(accounts.unaccounted)}; store and log disagree on {len(accounts.disagree)}")
     print(f"students: {summary(soak.room or [c.stats for c in room])}")
-    print("memory of the processes that lived a sixth of the soak or more (MB at a third of their samples -> "
-          "at their end; growth over their last two thirds):")
-    for role, pid, lived, third, last, growth in lab.memory_growth(60 * minutes):
-        print(f"  {role:14} {pid:>7}  {lived:5.1f} min  {third:7.0f} -> {last:7.0f}  {growth:+.1f} %")
+    print("memory of the processes that lived a sixth of the soak or more (resident MB at a third of their samples "
+          "-> at their end; growth over their last two thirds, of all of it and of its anonymous part):")
+    for role, pid, lived, third, last, growth, anon in lab.memory_growth(60 * minutes):
+        print(f"  {role:14} {pid:>7}  {lived:5.1f} min  {third:7.0f} -> {last:7.0f}  {growth:+.1f} %  anonymous "
+              f"{anon:+.1f} %")
     print(f"lab processes left after the stop: {len(left)}" + (" (killed now)" if left else ""))
     lost = accounts.points_lost + len(accounts.unaccounted) + len(accounts.disagree)
     print(f"lost {lost}")

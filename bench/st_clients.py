@@ -35,7 +35,8 @@ class ClientStats:
     """What one client saw: counts, and the seconds it spent without a connection."""
 
     connects: int = 0
-    drops: int = 0
+    drops: int = 0  # connections lost after the client had one
+    refused: int = 0  # tries before the first connection (a server still starting), not counted as drops
     runs_finished: int = 0  # script_finished messages: the page (or a fragment) was drawn to its end
     deltas: int = 0  # elements and blocks the server sent
     fragment_reruns: int = 0  # auto reruns this client asked for
@@ -189,7 +190,10 @@ class StudentClient:
                         await self._send(self._rerun())
                     acted = await self._serve(ws, until, started, actions, acted)
             except (OSError, asyncio.TimeoutError, websockets.WebSocketException) as exc:
-                self.stats.drops += 1
+                if self.stats.connects:
+                    self.stats.drops += 1
+                else:
+                    self.stats.refused += 1
                 pause = RETRY_S[min(attempt, len(RETRY_S) - 1)]
                 attempt += 1
                 if len(self.stats.errors) < 20:
@@ -236,7 +240,8 @@ def summary(stats: list[ClientStats]) -> dict[str, float]:
     """A room's figures: how many stayed live, their runs, drops and time offline."""
     live = sum(1 for s in stats if s.runs_finished > 1)
     return {"clients": len(stats), "live": live, "runs": sum(s.runs_finished for s in stats),
-            "drops": sum(s.drops for s in stats), "exceptions": sum(s.exceptions for s in stats),
+            "drops": sum(s.drops for s in stats), "refused_before_first": sum(s.refused for s in stats),
+            "exceptions": sum(s.exceptions for s in stats),
             "offline_s": round(sum(s.offline_s for s in stats), 1)}
 
 
