@@ -30,7 +30,7 @@ ARTIFACTS = REPO / "test-artifacts"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
          "--disable-component-update", "--disable-sync", "--no-first-run"]
 DEMO = "bits"
-STEP_CAP = "150"
+STEP_CAP = "60"
 
 
 def _need_a_browser() -> None:

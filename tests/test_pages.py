@@ -101,6 +101,9 @@ def lab(tmp_path_factory):
         yield SimpleNamespace(cache=cache, store=store, model=model, pair=pair_keys, listops=listops,
                               executor=executor, maps_job=maps_job)
     finally:
+        from labcore.execution.pool import stop_workers
+
+        stop_workers(open_store(), timeout_s=30)  # a page's run button starts workers: none outlives the tests
         patch.undo()
 
 
