@@ -89,3 +89,42 @@ def test_a_killed_drive_goes_on_where_it_was_and_runs_no_finished_job_again(tmp_
     assert all(after[key][1] == 2 for key in lost), "a lost job was not resumed (its second attempt)"
     assert "tiny-drive: " in out and "claims decided" in out and "Every recipe has ended" in out
     assert "1 of 1 claims decided" in out or "0 of 1 claims decided" in out
+
+
+def test_a_job_a_lost_worker_left_dead_is_resumed_at_most_its_limit(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))  # bit XOR and a tiny model: no assets
+    from recipe_tiny_drive import plan as tiny_plan
+
+    from labcore.errors import LabError
+    from labcore.execution.executor import LocalExecutor
+    from labcore.recipes.drive_all import MAX_RESUMES, resume_lost
+    from labcore.recipes.keys import step_key
+    from labcore.store import Store
+
+    store = Store(tmp_path / "cache" / "store")
+    executor = LocalExecutor(store, autostart=False)
+    plan = tiny_plan("quick", (0,), lambda spec: spec)
+    step = plan.steps[0]
+    key = step_key(step)
+    executor.submit_group(plan.group, [step.spec])
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a worker pid that no longer runs
+
+    class Racing:  # another drive resumed it between the read and the resume
+        def __init__(self) -> None:
+            self.store = store
+
+        def resume(self, key: str, who: str | None = None):
+            raise LabError(f"run {key} is queued: only stopped runs can be resumed")
+
+    resumed: dict[str, int] = {}
+    for _ in range(MAX_RESUMES):
+        assert store.claim(pid=gone.pid).key == key
+        assert store.get(key).status == "dead"
+        before = dict(resumed)
+        assert resume_lost(plan, Racing(), resumed) == [] and resumed == before  # a lost race counts no resume
+        assert resume_lost(plan, executor, resumed) == [key]
+        assert store.get(key).status == "queued"
+    assert store.claim(pid=gone.pid).key == key
+    assert resume_lost(plan, executor, resumed) == [] and store.get(key).status == "dead"
+    store.close()

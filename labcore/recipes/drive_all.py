@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from labcore.errors import LabError
 from labcore.fmt import fmt_duration
 from labcore.recipes.base import Plan, Recipe
 from labcore.recipes.drive import advance, expected_of, plan_for, results_of, seeds_words
@@ -80,7 +81,10 @@ def resume_lost(plan: Plan, executor: Any, resumed: dict[str, int]) -> list[str]
         record = store.get(key)
         if record is None or record.status != "dead" or resumed.get(key, 0) >= MAX_RESUMES:
             continue
-        executor.resume(key)
+        try:
+            executor.resume(key)
+        except LabError:  # resumed or deleted by someone else since the read: the next round sees what it is
+            continue
         resumed[key] = resumed.get(key, 0) + 1
         out.append(key)
     return out
