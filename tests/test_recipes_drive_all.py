@@ -35,41 +35,48 @@ def _jobs(store: Path) -> dict[str, tuple[str, int, float | None]]:
         opened.close()
 
 
-def _lab_pids(store: Path) -> set[int]:
-    """The store's workers and the processes of its running jobs."""
+def _lab_pids(opened) -> set[int]:
+    """The open store's workers and the processes of its running jobs."""
+    running = [r for r in opened.jobs() if r.status == "running"]
+    return {w["pid"] for w in opened.workers()} | {pid for r in running for pid in (r.pid, r.task_pid) if pid}
+
+
+HALF_WAY = 15  # of a tiny job's 30 steps: a job this early has seconds of training left, even on idle cores
+
+
+def _moment_to_stop(store: Path, process: subprocess.Popen, at_least: int,
+                    timeout_s: float) -> tuple[dict, set[int]]:
+    """The store's jobs and the lab's processes, read together once ``at_least`` jobs have finished and another
+    is at most half-way through its steps (so it is still running when they are killed a moment later)."""
     from labcore.store import Store
 
-    opened = Store(store)
-    try:
-        running = [r for r in opened.jobs() if r.status == "running"]
-        return {w["pid"] for w in opened.workers()} | {pid for r in running for pid in (r.pid, r.task_pid) if pid}
-    finally:
-        opened.close()
-
-
-def _wait_for_done(store: Path, process: subprocess.Popen, at_least: int, timeout_s: float) -> dict:
-    """The store's jobs once ``at_least`` have finished and one more is running."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if store.exists():
-            jobs = _jobs(store)
-            statuses = [status for status, *_ in jobs.values()]
-            if statuses.count("done") >= at_least and "running" in statuses:
-                return jobs
+            opened = Store(store)
+            try:
+                records = opened.jobs()
+                early = [r for r in records if r.status == "running"
+                         and (opened.heartbeat_of(r.key) or {}).get("step", 0) <= HALF_WAY]
+                if sum(r.status == "done" for r in records) >= at_least and early:
+                    return {r.key: (r.status, r.attempt, r.finished_at) for r in records}, _lab_pids(opened)
+            finally:
+                opened.close()
         assert process.poll() is None, process.stdout.read()
-        time.sleep(0.5)
-    pytest.fail(f"fewer than {at_least} jobs finished in {timeout_s:.0f} s")
+        time.sleep(0.2)
+    pytest.fail(f"fewer than {at_least} jobs finished, with one more early in its run, in {timeout_s:.0f} s")
 
 
 def test_a_killed_drive_goes_on_where_it_was_and_runs_no_finished_job_again(tmp_path):
     cache, store = tmp_path / "cache", tmp_path / "cache" / "store"  # bit XOR and a tiny model: no assets
     first = _drive(store, cache)
+    pids: set[int] = set()
     try:
-        before = _wait_for_done(store, first, at_least=2, timeout_s=400)
+        before, pids = _moment_to_stop(store, first, at_least=2, timeout_s=400)
     finally:
         # The machine stops: the workers and their jobs die with the drive, a job mid-run. The workers first: a
         # worker whose drive has ended stops its job gracefully (interrupted), as no stopped machine lets it.
-        for pid in _lab_pids(store):
+        for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         os.killpg(first.pid, signal.SIGKILL)  # the drive and nothing else of the test: its own session
