@@ -2,7 +2,7 @@
 
 A test that waits on another process (a worker, a Ray task, a server, a browser) must wait on a condition with
 a generous limit, never on a sleep that happens to be long enough on idle cores. This runs ``--files`` (by
-default the Ray, worker, job-kind and browser tests) ``--times`` times in a row, each time with one busy-loop
+default the Ray, worker, job-kind, drive and browser tests) ``--times`` times in a row, each time with one busy-loop
 process per core (``--burners``) started before and stopped after, and prints each round's outcome and the
 count of failures per test.
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FILES = ("tests/test_ray.py", "tests/test_worker.py", "tests/test_worker_lifetime.py", "tests/test_job_kinds.py",
-         "tests/test_e2e_browser.py")
+         "tests/test_recipes_drive_all.py", "tests/test_e2e_browser.py")
 
 
 def _burn() -> None:
