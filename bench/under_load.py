@@ -37,6 +37,15 @@ def _burn() -> None:
         pass
 
 
+ERROR_LINES = 40  # of a failing round's output kept in the log
+
+
+def _error_lines(output: str) -> list[str]:
+    """pytest's error lines (``E   ...``) and its short summary of a failing round, at most :data:`ERROR_LINES`."""
+    lines = [line for line in output.splitlines() if line.startswith(("E ", "FAILED ", "ERROR "))]
+    return lines[:ERROR_LINES]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--times", type=int, default=20)
@@ -70,7 +79,10 @@ def main() -> int:
                 out.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": commit,
                                       "burners": args.burners, "files": args.files, "summary": summary,
                                       "failed": failed, "ok": not bad,
-                                      "seconds": round(time.time() - started)}) + "\n")
+                                      "seconds": round(time.time() - started),
+                                      # what a failing round said (pytest's error lines): a flake seen once
+                                      # must leave its cause behind
+                                      "errors": _error_lines(done.stdout) if bad else []}) + "\n")
     print(f"{args.times} rounds with {args.burners} busy processes beside them: {rounds_failed} with a failure")
     for test, n in failures.most_common():
         print(f"  {n} x {test}")
