@@ -35,9 +35,9 @@ def _jobs(store: Path) -> dict[str, tuple[str, int, float | None]]:
         opened.close()
 
 
-def _lab_pids(opened) -> set[int]:
-    """The open store's workers and the processes of its running jobs."""
-    running = [r for r in opened.jobs() if r.status == "running"]
+def _lab_pids(opened, records) -> set[int]:
+    """The open store's workers and the processes of its running jobs (``records``, as just read)."""
+    running = [r for r in records if r.status == "running"]
     return {w["pid"] for w in opened.workers()} | {pid for r in running for pid in (r.pid, r.task_pid) if pid}
 
 
@@ -59,7 +59,7 @@ def _moment_to_stop(store: Path, process: subprocess.Popen, at_least: int,
                 early = [r for r in records if r.status == "running"
                          and (opened.heartbeat_of(r.key) or {}).get("step", 0) <= HALF_WAY]
                 if sum(r.status == "done" for r in records) >= at_least and early:
-                    return {r.key: (r.status, r.attempt, r.finished_at) for r in records}, _lab_pids(opened)
+                    return {r.key: (r.status, r.attempt, r.finished_at) for r in records}, _lab_pids(opened, records)
             finally:
                 opened.close()
         assert process.poll() is None, process.stdout.read()
