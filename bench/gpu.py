@@ -79,20 +79,28 @@ def config(device: str, precision: str, **values: Any):
 def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float, float]:
     """(samples/s, real tokens/s, seconds to the first timed step) of the lab's loop after ``warmup`` steps,
     timed between step events (each reads the losses, so the device has finished the steps before it)."""
+    from labcore.data.encode import batch_order
     from labcore.engine.train import train
 
+    # (examples, real tokens) of each step, from the loop's own batch order: a replayed graph calls no forward
     lengths = data.lengths()
-    counted: list[tuple[int, int]] = []  # (examples, real tokens) of each step, on the host
+    counted: list[tuple[int, int]] = []
+    for epoch in range(cfg.max_steps):
+        counted += [(len(i), int(lengths[i].sum())) for i in batch_order(lengths, cfg.batch_size, shuffle=True,
+                                                                         seed=cfg.seed, epoch=epoch)]
+        if len(counted) >= cfg.max_steps:
+            break
     marks: dict[int, float] = {}
 
     def forward(batch):
-        counted.append((len(batch.index), int(lengths[batch.index].sum())))
         return model(batch.inputs, batch.mask)
 
     started = time.perf_counter()
     for event in train(model, forward, data, cfg, evaluate=lambda: {"value": 0.0}):
         if event["type"] == "step":
             marks[event["step"]] = time.perf_counter()
+        elif event["type"] == "train_end" and event.get("step_note"):
+            print(f"    {event['step_note']}", flush=True)
     first, last = min(s for s in marks if s >= warmup), max(marks)
     elapsed = marks[last] - marks[first]
     done = counted[first:last]
@@ -178,34 +186,61 @@ def bench_finetune(splice: Splice, scale: Scale, device: str, precision: str, pr
     data = splice.splits["train"]
     cfg = config(device, precision, batch_size=scale.finetune_batch, max_steps=scale.warmup + scale.timed,
                  eval_every=10**9, patience=0, min_evals=0)
-    labs, trainers = [], []
+    eager_cfg, graph_cfg = dataclasses.replace(cfg, graphs=False), dataclasses.replace(cfg, graphs=True)
+    eagers, labs, trainers = [], [], []
     tokens_per_sample = float(data.lengths().mean())
-    for _ in range(scale.rounds):
-        labs.append(timed_loop(lab_minilm(splice, device), data, cfg, scale.warmup))
+    for _ in range(scale.rounds):  # side by side, round by round: graphs off, graphs on, the Trainer
+        eagers.append(timed_loop(lab_minilm(splice, device), data, eager_cfg, scale.warmup))
+        labs.append(timed_loop(lab_minilm(splice, device), data, graph_cfg, scale.warmup))
         trainers.append(trainer_rate(splice, scale.finetune_batch, scale.warmup, scale.timed, precision, device)[0])
+    eager_samples = statistics.median(s for s, _, _ in eagers)
     lab_samples = statistics.median(s for s, _, _ in labs)
     lab_tokens = statistics.median(t for _, t, _ in labs)
     trainer = statistics.median(trainers)
     model = lab_minilm(splice, device)
     flops, rate = devices.module_flops_per_token(model, tokens_per_sample), peak(device, precision)
-    line = (f"(a) finetune minilm dna-splice batch {scale.finetune_batch} {precision}: lab {lab_samples:,.1f} samples/s "
-            f"({lab_tokens:,.0f} tokens/s), Trainer {trainer:,.1f} samples/s, lab/Trainer {lab_samples / trainer:.2f}x "
-            f"(target >= 1.3), MFU lab {devices.mfu(lab_tokens, flops, rate):.1%} Trainer "
-            f"{devices.mfu(trainer * tokens_per_sample, flops, rate):.1%}")
-    report(line, profiled and ("(a) the lab's fine-tune step", model, data, cfg))
+    line = (f"(a) finetune minilm dna-splice batch {scale.finetune_batch} {precision}: lab graphs on "
+            f"{lab_samples:,.1f} samples/s ({lab_tokens:,.0f} tokens/s), graphs off {eager_samples:,.1f} "
+            f"({lab_samples / eager_samples:.2f}x), Trainer {trainer:,.1f} samples/s, lab/Trainer "
+            f"{lab_samples / trainer:.2f}x (target >= 2), MFU lab {devices.mfu(lab_tokens, flops, rate):.1%} Trainer "
+            f"{devices.mfu(trainer * tokens_per_sample, flops, rate):.1%}; {scale.rounds} rounds, medians")
+    report(line, profiled and ("(a) the lab's fine-tune step", model, data, graph_cfg))
 
 
 # ------------------------------------------------------------------------------------ (b) BERT-base
 def bench_bert_base(scale: Scale, device: str, precision: str, profiled: bool) -> None:
     from labcore.machine import device as devices
 
-    model, data, cfg, bert = bert_base_setup(scale, device, precision)
-    _, tokens, _ = timed_loop(model, data, cfg, scale.warmup)
+    rows = {}
+    for graphs in (False, True):  # side by side in this process
+        model, data, cfg, bert = bert_base_setup(scale, device, precision)
+        rows[graphs] = timed_loop(model, data, dataclasses.replace(cfg, graphs=graphs), scale.warmup)[1]
+    tokens = rows[True]
     flops, rate = devices.module_flops_per_token(model, scale.bert_length), peak(device, precision)
+    sheet = datasheet_peak(device)
+    against_sheet = f", {devices.mfu(tokens, flops, sheet):.1%} of the datasheet's {sheet / 1e12:,.0f} TFLOP/s " \
+        "(target >= 25 %)" if sheet else ""
     report(f"(b) bert-base-sized ({bert.num_hidden_layers} x {bert.hidden_size}, random init) batch {scale.bert_batch} "
-           f"x {scale.bert_length} {precision}: {tokens:,.0f} tokens/s, {flops / 1e6:,.0f} MFLOP/token, peak "
-           f"{rate / 1e12:,.1f} TFLOP/s, MFU {devices.mfu(tokens, flops, rate):.1%} (target >= 35 %), memory peak "
-           f"{devices.peak_memory_mb(device):,.0f} MB", profiled and ("(b) the bert-base step", model, data, cfg))
+           f"x {scale.bert_length} {precision}: graphs on {tokens:,.0f} tokens/s, graphs off {rows[False]:,.0f} "
+           f"({tokens / rows[False]:.2f}x), {flops / 1e6:,.0f} MFLOP/token, measured peak {rate / 1e12:,.1f} TFLOP/s, "
+           f"MFU {devices.mfu(tokens, flops, rate):.1%} (target >= 35 %; graphs off "
+           f"{devices.mfu(rows[False], flops, rate):.1%}){against_sheet}, memory peak "
+           f"{devices.peak_memory_mb(device):,.0f} MB", profiled and ("(b) the bert-base step", model, data,
+                                                                    dataclasses.replace(cfg, graphs=True)))
+
+
+# The datasheet's dense bf16 tensor rate of the GPUs this lab has measured on (H100 and H200 SXM: 989 TFLOP/s).
+DATASHEETS_BF16 = {"H100": 989e12, "H200": 989e12}
+
+
+def datasheet_peak(device: str) -> float:
+    """The datasheet's dense bf16 rate of ``device``'s GPU, or 0 where this table has none."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return 0.0
+    name = torch.cuda.get_device_name(torch.device(device))
+    return next((rate for model, rate in DATASHEETS_BF16.items() if model in name), 0.0)
 
 
 def bert_base_setup(scale: Scale, device: str, precision: str):
@@ -258,7 +293,10 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
 
         info = SimpleNamespace(output_kind="class", metric="accuracy", vote_by_group=False)
         model = lab_minilm(splice, device)
-        cfg = config(device, precision, **({"max_steps": scale.e2e_max_steps} if scale.e2e_max_steps else {}))
+        from labcore.engine.step import graphs_wanted
+
+        cfg = config(device, precision, graphs=graphs_wanted(device),
+                     **({"max_steps": scale.e2e_max_steps} if scale.e2e_max_steps else {}))
         validation = splice.splits["validation"]
         if scale.e2e_max_steps:
             validation = validation.subset(range(min(64, len(validation))))
@@ -278,6 +316,7 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
         flops = devices.module_flops_per_token(model, float(splice.splits["train"].lengths().mean()))
         mfu = devices.mfu(tokens, flops, peak(device, precision))
         batch, lr, steps = cfg.batch_size, cfg.lr, end["steps_done"]
+        print(f"(c) {end.get('step_note') or 'training step: eager'}", flush=True)
     print(f"(c) splice-standard minilm dna-splice batch {batch} lr {lr:g} {precision}: test accuracy {accuracy:.3f}, "
           f"{steps} steps, wall {wall:.1f} s, {tokens:,.0f} tokens/s = {tokens / MINILM_TOKENS_PER_S:.1f}x the CPU quick "
           f"run's typical {MINILM_TOKENS_PER_S:,} tokens/s (target >= 20x), MFU {mfu:.1%}", flush=True)

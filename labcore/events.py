@@ -131,6 +131,7 @@ class TrainEndEvent(Event):
     samples_per_s: float
     host_reads: int
     error: str | None = _optional()  # a diverged run's explanation
+    step_note: str | None = _optional()  # how the steps ran, where not eagerly (labcore.engine.step)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -60,11 +60,12 @@ def train_config(resolved: ResolvedSpec, *, loss: str, precision: str, device: s
     import dataclasses
 
     from labcore.runspec import TrainParams
+    from labcore.engine.step import graphs_wanted
     from labcore.engine.train import TrainConfig
 
     params = {f.name: getattr(resolved, f.name) for f in dataclasses.fields(TrainParams)}
     return TrainConfig(**params, seed=resolved.seed, loss=loss, precision=precision, device=device,
-                       checkpoint_every=checkpoint_every)
+                       checkpoint_every=checkpoint_every, graphs=graphs_wanted(device))
 
 
 @dataclass
@@ -323,7 +324,8 @@ def _record(fit: _Fit, resolved: ResolvedSpec, ended: TrainEnd, *, workdir: Path
         params_total=fit.params_total, params_trainable=fit.params_trainable, train_examples=len(fit.train_data),
         train_tokens=train_tokens,
         device=fit.device, precision=fit.precision, pooling=prepared.model.pooling, versions=_versions(),
-        notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else []),
+        notes=fit.notes + ([cores.history_note(fit.threads)] if len(fit.threads) > 1 else [])
+        + ([end.step_note] if end.step_note else []),
         error=end.error or "", threads=[list(t) for t in fit.threads], busy_cores=ended.busy_cores,
         stage=fit.stage, test_correct=pack_correct(correct) if correct is not None else "",
         **test_size(splits["test"], info))

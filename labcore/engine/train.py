@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from labcore.machine import device as devices
-from labcore.machine.device import autocast
 from labcore.data.encode import Batch, Encoded, iterate
+from labcore.engine.step import OPTIMIZERS, GraphedStep, StepParts, build_optimizer, eager_step  # noqa: F401
 from labcore.durable import CommitFn, write_file
 from labcore.events import CheckpointEvent, EvalEvent, LogEvent, StepEvent, TrainEndEvent
 from labcore.runspec import TrainParams
@@ -60,6 +60,9 @@ class TrainConfig(TrainParams):
     # steps between host reads of the training loss (0: the device's own, labcore.machine.device.LOSS_EVERY): each
     # read waits for the device, so on CUDA the losses stay there and a step event covers an interval
     loss_every: int = 0
+    # the graph-ready step (labcore.engine.step): batches padded to length buckets, the learning rate on the
+    # device; on CUDA replayed from CUDA graphs. Off: the eager step, as on a CPU
+    graphs: bool = False
 
     @property
     def read_every(self) -> int:
@@ -97,20 +100,9 @@ def steps_to_converge(curve: list[tuple[int, float]], tolerance: float = CONVERG
     return None
 
 
-# The optimizer of each name in :data:`labcore.runspec.OPTIMIZERS` (a test pins the two equal).
-OPTIMIZERS = {"adam": torch.optim.Adam, "adamw": torch.optim.AdamW}
-
-
 def make_optimizer(cfg: TrainConfig, params: list[torch.nn.Parameter]) -> torch.optim.Optimizer:
-    """Adam or AdamW, fused (one kernel for all tensors) where torch has it for these parameters.
-
-    On 2 CPU cores the per-parameter default took 17 ms a MiniLM step (of about 300), the fused one 6 ms.
-    The update rule is the same; the arithmetic order differs in the last bits."""
-    optim_cls = OPTIMIZERS[cfg.optimizer]
-    try:
-        return optim_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=True)
-    except (RuntimeError, ValueError):  # a device or dtype without a fused kernel
-        return optim_cls(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    """The run's optimiser (:func:`labcore.engine.step.build_optimizer`); for graphs, its rate on the device."""
+    return build_optimizer(cfg.optimizer, params, cfg.lr, cfg.weight_decay, device_lr=cfg.graphs)
 
 
 def _schedule(cfg: TrainConfig, total: int) -> Callable[[int], float]:
@@ -196,6 +188,11 @@ class TrainingLoop:
         self.total = cfg.total_steps(len(train_data))
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, _schedule(cfg, self.total))
         self.criterion = loss_fn(cfg.loss)
+        parts = StepParts(forward, self.criterion, self.params, self.optimizer, cfg.grad_clip, cfg.precision,
+                          cfg.device)
+        self.graphed = (GraphedStep(parts, int(train_data.lengths().max()), capture=str(cfg.device).startswith("cuda"))
+                        if cfg.graphs else None)
+        self.take_step = self.graphed or (lambda batch: eager_step(parts, batch))
         self.per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
         self.eval_every = cfg.evaluate_every(len(train_data))
         self.resume_path = workdir / RESUME_FILE if workdir else None
@@ -223,18 +220,11 @@ class TrainingLoop:
 
     def step(self, batch: Batch) -> None:
         """One optimiser step; its loss stays on the device until :meth:`flush`."""
-        cfg, st = self.cfg, self.st
+        st = self.st
         tick = time.perf_counter()
-        with autocast(cfg.precision, cfg.device):
-            logits = self.forward(batch)
-        loss = self.criterion(logits.float(), batch.labels)
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if cfg.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(self.params, cfg.grad_clip)
-        self.optimizer.step()
+        loss = self.take_step(batch)
         self.scheduler.step()
-        self.pending.append(loss.detach())
+        self.pending.append(loss)
         st.step += 1
         st.seen += len(batch.index)
         st.train_time += time.perf_counter() - tick
@@ -270,7 +260,8 @@ class TrainingLoop:
         return TrainEndEvent(status=status, best_step=st.best_step,
                              best_value=None if st.best_value == -math.inf else st.best_value, steps_done=st.step,
                              total_steps=self.total, losses=st.losses, val_curve=st.val_curve,
-                             samples_per_s=self._samples_per_s(), host_reads=self.reads, error=error).to_dict()
+                             samples_per_s=self._samples_per_s(), host_reads=self.reads, error=error,
+                             step_note=self.graphed.note() if self.graphed else None).to_dict()
 
     def flush(self) -> Iterator[dict[str, Any]]:
         """Read what is pending; yields its step event, or ends the run (``StopIteration`` value: ended)."""
@@ -307,7 +298,7 @@ class TrainingLoop:
                 return LogEvent(message=error).to_dict(), error
         st.losses.extend((first + i, v) for i, v in enumerate(values))
         return StepEvent(step=st.step, steps=len(values), epoch=round(st.step / self.per_epoch, 3),
-                         loss=sum(values) / len(values), lr=self.scheduler.get_last_lr()[0],
+                         loss=sum(values) / len(values), lr=float(self.scheduler.get_last_lr()[0]),
                          samples_per_s=self._samples_per_s()).to_dict(), None
 
     def _plateaued(self) -> bool:
