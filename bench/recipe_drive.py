@@ -2,7 +2,7 @@
 each decided, with the seeds, run time and wall time it took.
 
     python bench/recipe_drive.py NAME [NAME ...] [--budget quick] [--workers CORES] [--cap-minutes M]
-                                 [--seeds 0,1,2] [--store DIR] [--out FILE.csv]
+                                 [--seeds 0,1,2] [--store DIR] [--out FILE.csv] [--read-only]
 
 Each recipe goes into the same store (``--store``, default the lab's), one after the other, so a second
 invocation with another precision (``TRANSFERLAB_PRECISION``) or on another machine can be compared claim by
@@ -56,6 +56,8 @@ def drive(name: str, args: argparse.Namespace, executor: LocalExecutor) -> pd.Da
     start, last = time.time(), None
     while True:
         plan = plan_for(recipe, args.budget, seeds, executor.store, cap_s=cap_s)
+        if args.read_only:  # the verdicts of what the store holds now: nothing queued, no worker started
+            break
         progress = advance(plan, executor)
         state = (len(plan.steps), progress.done, progress.failed, progress.running, progress.queued)
         if last is None or state[0] != last[0]:
@@ -110,6 +112,9 @@ def main() -> None:
     parser.add_argument("--seeds", default="", help="fixed seeds instead of the sequential rule's")
     parser.add_argument("--store", default=None)
     parser.add_argument("--out", default="", help="write every verdict of every recipe as CSV")
+    parser.add_argument("--read-only", action="store_true",
+                        help="queue nothing: the verdicts of the jobs the store already holds (another machine's "
+                             "drive, say), for bench/verdicts_agree.py")
     args = parser.parse_args()
     # Its workers leave once this process ends: a drive that printed its verdicts leaves nothing polling.
     executor = LocalExecutor(open_store(args.store), workers=args.workers,
