@@ -41,6 +41,17 @@ def _lab_pids(opened, records) -> set[int]:
     return {w["pid"] for w in opened.workers()} | {pid for r in running for pid in (r.pid, r.task_pid) if pid}
 
 
+def _wait_gone(pids: set[int], timeout_s: float = 60.0) -> None:
+    """Wait until every one of ``pids`` has exited: a SIGKILL is delivered, not done, when ``kill`` returns, and a
+    process in the middle of a write dies only after it (until then the store rightly counts its job alive)."""
+    from labcore.store.liveness import process_state
+
+    deadline = time.monotonic() + timeout_s
+    while any(process_state(pid) not in ("gone", "zombie") for pid in pids):
+        assert time.monotonic() < deadline, f"killed processes still running after {timeout_s:.0f} s"
+        time.sleep(0.05)
+
+
 HALF_WAY = 15  # of a tiny job's 30 steps: a job this early has seconds of training left, even on idle cores
 
 
@@ -81,10 +92,12 @@ def test_a_killed_drive_goes_on_where_it_was_and_runs_no_finished_job_again(tmp_
                 os.kill(pid, signal.SIGKILL)
         os.killpg(first.pid, signal.SIGKILL)  # the drive and nothing else of the test: its own session
         first.wait()
+        _wait_gone(pids)
     finished = {key: row for key, row in before.items() if row[0] == "done"}
     assert 2 <= len(finished) < 6, "the drive was killed before its last job"
-    lost = [key for key, (status, *_) in _jobs(store).items() if status == "dead"]
-    assert lost, "no job was mid-run when the machine stopped"
+    now = _jobs(store)
+    lost = [key for key, (status, *_) in now.items() if status == "dead"]
+    assert lost, f"no job was mid-run when the machine stopped: before {before}, killed {sorted(pids)}, after {now}"
 
     second = _drive(store, cache)
     out, _ = second.communicate(timeout=600)
