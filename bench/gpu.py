@@ -293,7 +293,7 @@ def bench_splice_standard(splice: Splice | None, scale: Scale, device: str, prec
 
         info = SimpleNamespace(output_kind="class", metric="accuracy", vote_by_group=False)
         model = lab_minilm(splice, device)
-        from labcore.engine.step import graphs_wanted
+        from labcore.machine.device import graphs_wanted
 
         cfg = config(device, precision, graphs=graphs_wanted(device),
                      **({"max_steps": scale.e2e_max_steps} if scale.e2e_max_steps else {}))

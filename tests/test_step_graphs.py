@@ -11,7 +11,8 @@ import torch
 from transformers import BertConfig, BertModel
 
 from labcore.data.encode import Encoded
-from labcore.engine.step import bucket_length, graphs_wanted, pad_batch
+from labcore.engine.step import bucket_length, pad_batch
+from labcore.machine.device import graphs_wanted
 from labcore.engine.train import TrainConfig, train
 from labcore.models import build_lab_model_from
 from labcore.models.backbones import backbone_info
@@ -84,12 +85,32 @@ def test_graphs_are_a_cuda_matter_and_the_setting_turns_them_off(monkeypatch):
     assert not graphs_wanted("cuda:0")
 
 
-def test_a_cpu_run_keeps_the_eager_step_and_its_key():
+def test_a_cpu_run_keeps_the_eager_step_and_its_key_and_a_gpu_key_names_the_graphs():
+    import hashlib
+    import json
+
+    from labcore.engine.resolve import resolve
     from labcore.engine.run import train_config
+    from labcore.runspec import RESULTS_REVISION, make_spec
+
+    spec = make_spec(model="minilm", discipline="dna-splice", budget="quick")
+    on_cpu, on_gpu = resolve(spec, "cpu"), resolve(spec, "cuda")
+    assert (on_cpu.step, on_gpu.step) == ("eager", "graphs")
+    assert not train_config(on_cpu, loss="ce", precision="fp32", device="cpu").graphs
+    assert train_config(on_gpu, loss="ce", precision="bf16", device="cuda").graphs
+    # the eager key is the one the spec had before it had a step: every stored CPU result keeps its key
+    before = {k: v for k, v in on_cpu.to_dict().items() if k != "step"}
+    text = json.dumps(before, sort_keys=True, separators=(",", ":"))
+    assert on_cpu.key == hashlib.sha256(f"r{RESULTS_REVISION}:{text}".encode()).hexdigest()[:20]
+    assert dataclasses.replace(on_gpu, step="eager").key != on_gpu.key  # the GPU's padded steps are other results
+    # an explicit choice stands, and the setting turns graphs off where they would be chosen
+    assert resolve(spec.replace(step="eager"), "cuda").step == "eager"
+    assert resolve(spec.replace(step="graphs"), "cpu").step == "graphs"
+
+
+def test_the_setting_keeps_a_gpu_run_eager(monkeypatch):
     from labcore.engine.resolve import resolve
     from labcore.runspec import make_spec
 
-    resolved = resolve(make_spec(model="minilm", discipline="dna-splice", budget="quick"), "cpu")
-    assert not train_config(resolved, loss="ce", precision="fp32", device="cpu").graphs
-    assert "graphs" not in resolved.to_dict()  # the spec, and so the key, has no say in it
-    assert dataclasses.fields(TrainConfig)[-1].name == "graphs"
+    monkeypatch.setenv("TRANSFERLAB_GRAPHS", "0")
+    assert resolve(make_spec(model="minilm", discipline="dna-splice"), "cuda").step == "eager"

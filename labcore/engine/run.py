@@ -60,12 +60,11 @@ def train_config(resolved: ResolvedSpec, *, loss: str, precision: str, device: s
     import dataclasses
 
     from labcore.runspec import TrainParams
-    from labcore.engine.step import graphs_wanted
     from labcore.engine.train import TrainConfig
 
     params = {f.name: getattr(resolved, f.name) for f in dataclasses.fields(TrainParams)}
     return TrainConfig(**params, seed=resolved.seed, loss=loss, precision=precision, device=device,
-                       checkpoint_every=checkpoint_every, graphs=graphs_wanted(device))
+                       checkpoint_every=checkpoint_every, graphs=resolved.step == "graphs")
 
 
 @dataclass

@@ -26,7 +26,6 @@ its losses to the eager step's.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -34,14 +33,8 @@ import torch
 
 from labcore.data.encode import Batch
 
-GRAPHS_SETTING = "TRANSFERLAB_GRAPHS"  # "0": CUDA runs take the eager step
 WARMUP_STEPS = 3  # eager steps before the first capture (the optimiser's state, cuBLAS's workspace)
 SMALLEST_BUCKET = 16
-
-
-def graphs_wanted(device: str) -> bool:
-    """Whether a run on ``device`` replays its steps from CUDA graphs: on CUDA unless the setting says 0."""
-    return str(device).startswith("cuda") and os.environ.get(GRAPHS_SETTING, "1") != "0"
 
 
 def bucket_length(length: int, longest: int) -> int:

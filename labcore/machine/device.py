@@ -28,6 +28,13 @@ from labcore.machine.rates import (  # noqa: F401  (re-exported for callers)
     measure_matmul_flops, mfu, module_flops_per_token, peak_flops, rate_key, speed_fields, training_flops_per_token)
 
 COMPILE_SETTING = "TRANSFERLAB_COMPILE"
+GRAPHS_SETTING = "TRANSFERLAB_GRAPHS"  # "0": a spec's step "auto" resolves to eager on CUDA too
+
+
+def graphs_wanted(device: str) -> bool:
+    """Whether a run on ``device`` replays its steps from CUDA graphs (labcore.engine.step) when its spec leaves
+    the step to the lab: on CUDA unless the setting says 0. Read where a spec is resolved, so it imports no torch."""
+    return str(device).startswith("cuda") and os.environ.get(GRAPHS_SETTING, "1") != "0"
 
 
 # ------------------------------------------------------------------------------------------- precision

@@ -30,6 +30,12 @@ INITS = ("pretrained", "random", "stats")
 INPUT_ADAPTERS = ("auto", "vocab", "embedding", "linear")
 POOLINGS = ("auto", "cls", "mean", "last")
 PRECISIONS = ("auto", "bf16", "fp32")
+# How a run takes its training steps (labcore.engine.step): ``graphs`` pads batches to length buckets and keeps the
+# learning rate on the device, and on CUDA replays each step from a CUDA graph; ``eager`` is the plain step; ``auto``
+# resolves to graphs where the run will train on CUDA, else eager. The key names ``graphs`` only: eager keys (every
+# CPU run's) are what they were before the field existed.
+STEPS = ("auto", "eager", "graphs")
+KEYLESS_STEPS = ("auto", "eager")
 
 # Part of every result key, so the store never serves a result that this engine would compute differently.
 # Bump it with a fix that changes what results are (not with a speed-up that leaves them as they were);
@@ -134,6 +140,7 @@ class RunSpec:
     # one CPU thread throughout (cores.DETERMINISTIC_THREADS) and torch's deterministic algorithms: a rerun
     # gives bit-identical weights; otherwise a run trains on the cores it finds free, which may change
     deterministic: bool = False
+    step: str = "auto"  # auto: CUDA graphs where the run trains on CUDA, else the eager step (STEPS)
     seed: int = 0
     # The training hyper-parameters, None where the budget decides: BudgetParams' fields in its order, each
     # optional here (labcore.runspec.budgets says what each means; tests/test_spec.py checks the two agree).
@@ -172,7 +179,11 @@ class RunSpec:
     def key(self) -> str:
         """Stable identity of the result this spec produces (the spec must be resolved), under the
         engine's :data:`RESULTS_REVISION`."""
-        return hashlib.sha256(f"r{RESULTS_REVISION}:{self.to_json()}".encode()).hexdigest()[:20]
+        values = self.to_dict()
+        if values["step"] in KEYLESS_STEPS:  # the eager step: the key it had before steps could differ
+            del values["step"]
+        text = json.dumps(values, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(f"r{RESULTS_REVISION}:{text}".encode()).hexdigest()[:20]
 
     @property
     def is_resolved(self) -> bool:
@@ -249,6 +260,7 @@ def make_spec(**values: Any) -> RunSpec:
     check_choice("input adapter", spec.input_adapter, INPUT_ADAPTERS)
     check_choice("pooling", spec.pooling, POOLINGS)
     check_choice("precision", spec.precision, PRECISIONS)
+    check_choice("step", spec.step, STEPS)
     check_choice("budget", spec.budget, BUDGETS)
     check_choice("mapping", spec.mapping, MAPPING_KINDS)
     for f in BUDGET_PARAMS:

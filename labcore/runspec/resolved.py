@@ -49,6 +49,7 @@ class ResolvedSpec(BudgetParams):
     precision: str  # "auto" stays: the machine that trains decides, and the record says which
     slice_vocab: bool
     deterministic: bool
+    step: str  # "auto" stays only in a spec rebuilt from a record stored before the field (eager, as it ran)
     seed: int
 
     # ------------------------------------------------------------------ reading and writing
