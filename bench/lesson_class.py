@@ -82,18 +82,16 @@ async def student(url: str, code: str, number: int, stagger_s: float, end: float
         async def steps() -> None:
             form = {"Sitting code (on the teacher's screen)": code, "Your nickname": f"student {number}"}
             if await until(lambda: any(e.WhichOneof("type") == "text_input" and e.text_input.label == "Your nickname"
-                                       for e in c.elements.values()), 60) is None or not await c.submit(form, "Join"):
+                                       for e in c.elements.values()), 60) is None or not await c.submit_soon(form, "Join"):
                 log["no_form"] += 1
                 return
             if await until(lambda: any(e.WhichOneof("type") == "slider" for e in c.elements.values()), 60) is None:
                 log["no_slider"] += 1
                 return
             guess = round(random.Random(number).uniform(0.3, 1.0), 2)
-            for _ in range(40):  # the slider may come a moment before its button: try again shortly
-                if await c.submit({"test accuracy": guess}, "Submit my prediction"):
-                    log["sent"] += 1
-                    return
-                await asyncio.sleep(0.5)
+            if await c.submit_soon({"test accuracy": guess}, "Submit my prediction", timeout_s=20):
+                log["sent"] += 1
+                return
             log["no_slider"] += 1
         asyncio.create_task(steps())
 

@@ -125,6 +125,16 @@ class StudentClient:
         await self._send(msg)
         return True
 
+    async def submit_soon(self, values: dict[str, Any], label: str = "", timeout_s: float = 60.0) -> bool:
+        """:meth:`submit` once the widgets and the button are all on the page: a form arrives over several deltas,
+        and under load its button can come a page run after its inputs. False if they never did in ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not await self.submit(values, label):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(0.5)
+        return True
+
     def texts(self) -> list[str]:
         """The page's markdown, text and heading bodies as drawn by the last run."""
         out = []

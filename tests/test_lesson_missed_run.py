@@ -78,20 +78,12 @@ def test_a_page_that_misses_the_reveals_run_shows_the_answer_from_its_watch(serv
             until = lesson_class.until  # seconds until the check holds, None if it never did
             assert await until(lambda: any(e.WhichOneof("type") == "text_input" and e.text_input.label == label
                                            for e in c.elements.values()), 60) is not None
-            # the nickname input can arrive before the code input and the button of the same run: join once all are in
-            joined = False
-            for _ in range(120):
-                joined = await c.submit({"Sitting code (on the teacher's screen)": sitting.code, label: "ada"}, "Join")
-                if joined:
-                    break
-                await asyncio.sleep(0.5)
-            assert joined, "the join form never showed its code input, nickname input and button together"
+            # the nickname input can arrive before the code input and the button: join once all are on the page
+            assert await c.submit_soon({"Sitting code (on the teacher's screen)": sitting.code, label: "ada"}, "Join"), \
+                "the join form never showed its code input, nickname input and button together"
             assert await until(lambda: any(e.WhichOneof("type") == "slider" for e in c.elements.values()),
                                60) is not None
-            for _ in range(40):
-                if await c.submit({"test accuracy": 0.6}, "Submit my prediction"):
-                    break
-                await asyncio.sleep(0.5)
+            await c.submit_soon({"test accuracy": 0.6}, "Submit my prediction", timeout_s=20)
             assert await until(lambda: any(s.guess is not None for s in sittings.seats(cache / "store", sitting.code)),
                                60) is not None
             c.deaf = True
