@@ -20,6 +20,11 @@
     TRANSFERLAB_COMPILE=1 does; the Trainer's ``torch_compile``), against the same loops eager: the rates and
     the compile seconds (time to the first timed step, compiled minus eager).
 
+(f) fused (only on request, ``--only f``): (b) with each block compiled (fused kernels) inside the step's CUDA graph,
+    against the graph of eager kernels, side by side; the rate, MFU and the compile's seconds. On one H200
+    (2026-11-28, torch 2.11) the compiled model's first eager step failed in the embeddings' dropout ("Offset
+    increment outside graph capture encountered unexpectedly"): the line then says so.
+
 MFU is training FLOPs per token (labcore.machine.device: 6 per trained matrix parameter, 4 per frozen one, plus
 attention; the MLM step's own count, labcore.pretrain.engine) times tokens/s, over the device's matrix-product
 rate measured in the same precision (cached in cache/device-rates.json).
@@ -373,6 +378,34 @@ def bench_compile(splice: Splice, scale: Scale, device: str, precision: str) -> 
           f"{bert_compiled[2] - bert_eager[2]:.1f} s)", flush=True)
 
 
+# ------------------------------------------------------------------------------- (f) fused blocks in the graph
+def bench_fused(scale: Scale, device: str, precision: str) -> None:
+    """(b) with every block compiled (inductor fuses dropout, residual, LayerNorm and the bias-GELU) and the step
+    replayed from a graph, against the graph of eager kernels; side by side in this process. The compile happens in
+    the step's eager warm-up steps, outside any capture."""
+    from labcore.machine import device as devices
+
+    rows = {}
+    for compiled in (False, True):
+        model, data, cfg, bert = bert_base_setup(scale, device, precision)
+        if compiled:
+            devices.compile_blocks(model)
+        try:
+            rows[compiled] = timed_loop(model, data, dataclasses.replace(cfg, graphs=True), scale.warmup)
+        except RuntimeError as error:
+            print(f"(f) bert-base-sized, graphs on, {'compiled' if compiled else 'eager'} blocks: failed: "
+                  f"{str(error).splitlines()[0]}", flush=True)
+            return
+    flops, rate = devices.module_flops_per_token(model, scale.bert_length), peak(device, precision)
+    sheet = datasheet_peak(device)
+    tokens = rows[True][1]
+    against_sheet = f", {devices.mfu(tokens, flops, sheet):.1%} of the datasheet's {sheet / 1e12:,.0f}" if sheet else ""
+    print(f"(f) bert-base-sized batch {scale.bert_batch} x {scale.bert_length} {precision}, graphs on: compiled blocks "
+          f"{tokens:,.0f} tokens/s (MFU {devices.mfu(tokens, flops, rate):.1%}{against_sheet}), eager blocks "
+          f"{rows[False][1]:,.0f} (MFU {devices.mfu(rows[False][1], flops, rate):.1%}), {tokens / rows[False][1]:.2f}x; "
+          f"compile {rows[True][2] - rows[False][2]:.1f} s", flush=True)
+
+
 # ------------------------------------------------------------------------------------------------ main
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -380,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pack", metavar="DIR", help="write what a bare GPU machine needs into DIR, and exit")
     parser.add_argument("--carried", metavar="DIR", help="read the model and data from DIR (written by --pack)")
     parser.add_argument("--try-on-cpu", action="store_true", help="tiny versions on the CPU: check the code paths")
-    parser.add_argument("--only", default="abcde", help="which measurements, e.g. ab (default abcde)")
+    parser.add_argument("--only", default="abcde", help="which measurements, e.g. ab (default abcde; f on request)")
     args = parser.parse_args(argv)
     if args.pack:
         pack(Path(args.pack))
@@ -419,6 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         bench_mlm(scale, device, precision, carried, args.profile)
     if "e" in args.only:
         bench_compile(splice, scale, device, precision)
+    if "f" in args.only:
+        bench_fused(scale, device, precision)
     return 0
 
 

@@ -190,7 +190,11 @@ class TrainingLoop:
         self.criterion = loss_fn(cfg.loss)
         parts = StepParts(forward, self.criterion, self.params, self.optimizer, cfg.grad_clip, cfg.precision,
                           cfg.device)
-        self.graphed = (GraphedStep(parts, int(train_data.lengths().max()), capture=str(cfg.device).startswith("cuda"))
+        # Blocks compiled by torch.compile are not captured: with them, the first eager step after another model's
+        # graphs failed in dropout's random-number bookkeeping (one H200, torch 2.11); they take the bucketed step.
+        compiled = any(getattr(m, "_compiled_call_impl", None) is not None for m in module.modules())
+        self.graphed = (GraphedStep(parts, int(train_data.lengths().max()),
+                                    capture=str(cfg.device).startswith("cuda") and not compiled)
                         if cfg.graphs else None)
         self.take_step = self.graphed or (lambda batch: eager_step(parts, batch))
         self.per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
