@@ -32,6 +32,7 @@ from typing import Any, Callable
 import torch
 
 from labcore.data.encode import Batch
+from labcore.machine.device import autocast
 
 WARMUP_STEPS = 3  # eager steps before the first capture (the optimiser's state, cuBLAS's workspace)
 SMALLEST_BUCKET = 16
@@ -70,42 +71,20 @@ class StepParts:
     device: str
 
 
-def _autocast(parts: StepParts, cache: bool):
-    import contextlib
-
-    if parts.precision != "bf16":
-        return contextlib.nullcontext()
-    # A graph cannot keep autocast's cache of cast weights across captures; each forward casts once anyway.
-    return torch.autocast(device_type=torch.device(parts.device).type, dtype=torch.bfloat16, cache_enabled=cache)
-
-
-def eager_step(parts: StepParts, batch: Batch) -> torch.Tensor:
-    """The step as the lab has always taken it; its loss, detached, still on the device."""
-    with _autocast(parts, cache=True):
-        logits = parts.forward(batch)
-    loss = parts.criterion(logits.float(), batch.labels)
-    parts.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if parts.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(parts.params, parts.grad_clip)
-    parts.optimizer.step()
-    return loss.detach()
-
-
-def static_step(parts: StepParts, batch: Batch) -> torch.Tensor:
-    """The same step with nothing a graph cannot hold: gradients zeroed in place (once they exist), no cast
-    cache, no value read to the host."""
-    with _autocast(parts, cache=False):
+def take_step(parts: StepParts, batch: Batch, static: bool = False) -> torch.Tensor:
+    """One step; its loss, detached, still on the device. ``static``: nothing a graph cannot hold (gradients zeroed
+    in place once they exist, no cast cache, foreach clipping); otherwise the step as the lab has always taken it."""
+    with autocast(parts.precision, parts.device, cache=not static):
         logits = parts.forward(batch)
     loss = parts.criterion(logits.float(), batch.labels)
     grads = [p.grad for p in parts.params if p.grad is not None]
-    if len(grads) == len(parts.params):
+    if static and len(grads) == len(parts.params):
         torch._foreach_zero_(grads)
     else:
         parts.optimizer.zero_grad(set_to_none=True)
     loss.backward()
     if parts.grad_clip > 0:
-        torch.nn.utils.clip_grad_norm_(parts.params, parts.grad_clip, foreach=True)
+        torch.nn.utils.clip_grad_norm_(parts.params, parts.grad_clip, foreach=True if static else None)
     parts.optimizer.step()
     return loss.detach()
 
@@ -155,7 +134,7 @@ class GraphedStep:
     def __call__(self, batch: Batch) -> torch.Tensor:
         batch = pad_batch(batch, bucket_length(batch.inputs.shape[1], self.longest))
         if not self.capture or self.failed:
-            return static_step(self.parts, batch)
+            return take_step(self.parts, batch, static=True)
         shape = (tuple(batch.inputs.shape), batch.inputs.dtype, tuple(batch.labels.shape), batch.labels.dtype)
         captured = self.graphs.get(shape)
         if captured is None:
@@ -166,7 +145,7 @@ class GraphedStep:
             except RuntimeError as error:  # something in the step the graph cannot hold: go on eagerly
                 self.failed = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
                 torch.cuda.synchronize()
-                return static_step(self.parts, batch)
+                return take_step(self.parts, batch, static=True)
         for static, value in ((captured.batch.inputs, batch.inputs), (captured.batch.mask, batch.mask),
                               (captured.batch.labels, batch.labels)):
             static.copy_(value, non_blocking=True)
@@ -188,7 +167,7 @@ class GraphedStep:
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
-            loss = static_step(self.parts, batch)
+            loss = take_step(self.parts, batch, static=True)
         torch.cuda.current_stream().wait_stream(stream)
         self.warm.add(shape)
         self.eager_steps += 1
@@ -198,7 +177,7 @@ class GraphedStep:
         static = Batch(batch.inputs.clone(), batch.mask.clone(), batch.labels.clone(), batch.index)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph, pool=self.pool):
-            loss = static_step(self.parts, static)
+            loss = take_step(self.parts, static, static=True)
         if self.pool is None:
             self.pool = graph.pool()
         return _Captured(graph, static, loss)

@@ -30,7 +30,7 @@ import torch
 
 from labcore.machine import device as devices
 from labcore.data.encode import Batch, Encoded, iterate
-from labcore.engine.step import OPTIMIZERS, GraphedStep, StepParts, build_optimizer, eager_step  # noqa: F401
+from labcore.engine.step import OPTIMIZERS, GraphedStep, StepParts, build_optimizer, take_step  # noqa: F401
 from labcore.durable import CommitFn, write_file
 from labcore.events import CheckpointEvent, EvalEvent, LogEvent, StepEvent, TrainEndEvent
 from labcore.runspec import TrainParams
@@ -196,7 +196,7 @@ class TrainingLoop:
         self.graphed = (GraphedStep(parts, int(train_data.lengths().max()),
                                     capture=str(cfg.device).startswith("cuda") and not compiled)
                         if cfg.graphs else None)
-        self.take_step = self.graphed or (lambda batch: eager_step(parts, batch))
+        self.take_step = self.graphed or (lambda batch: take_step(parts, batch))
         self.per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
         self.eval_every = cfg.evaluate_every(len(train_data))
         self.resume_path = workdir / RESUME_FILE if workdir else None

@@ -84,12 +84,13 @@ def resolve_precision(requested_precision: str, device: str) -> str:
     return "bf16" if native_bf16(device) else "fp32"
 
 
-def autocast(precision: str, device: str):
-    """The autocast context a forward runs in (none for fp32)."""
+def autocast(precision: str, device: str, cache: bool = True):
+    """The autocast context a forward runs in (none for fp32). ``cache=False``: no cache of cast weights, which a
+    CUDA graph cannot keep across captures (each forward casts once anyway)."""
     if precision == "bf16":
         import torch
 
-        return torch.autocast(device_type=kind(device), dtype=torch.bfloat16)
+        return torch.autocast(device_type=kind(device), dtype=torch.bfloat16, cache_enabled=cache)
     return contextlib.nullcontext()
 
 
