@@ -15,7 +15,8 @@
     64, lr 1e-4): test accuracy, wall time, training tokens/s against the CPU quick run's typical tokens/s
     (target: >= 20x).
 (d) mlm: the MLM pretraining step (RoBERTa-base's shape, ``--size paper``) of labcore.pretrain against a plain
-    transformers RobertaForMaskedLM step, tokens/s and MFU.
+    transformers RobertaForMaskedLM step, tokens/s and MFU; on CUDA the lab's step replayed from graphs (a spec's
+    ``step: graphs``, its masked positions in fixed slots) and, side by side, without (target: lab >= 1.5x plain).
 (e) compile: (a) and (b) again with torch.compile on (the lab's regional compile of each block, as
     TRANSFERLAB_COMPILE=1 does; the Trainer's ``torch_compile``), against the same loops eager: the rates and
     the compile seconds (time to the first timed step, compiled minus eager).
@@ -84,17 +85,10 @@ def config(device: str, precision: str, **values: Any):
 def timed_loop(model, data, cfg, warmup: int) -> tuple[float, float, float]:
     """(samples/s, real tokens/s, seconds to the first timed step) of the lab's loop after ``warmup`` steps,
     timed between step events (each reads the losses, so the device has finished the steps before it)."""
-    from labcore.data.encode import batch_order
     from labcore.engine.train import train
+    from pretrain import step_sizes
 
-    # (examples, real tokens) of each step, from the loop's own batch order: a replayed graph calls no forward
-    lengths = data.lengths()
-    counted: list[tuple[int, int]] = []
-    for epoch in range(cfg.max_steps):
-        counted += [(len(i), int(lengths[i].sum())) for i in batch_order(lengths, cfg.batch_size, shuffle=True,
-                                                                         seed=cfg.seed, epoch=epoch)]
-        if len(counted) >= cfg.max_steps:
-            break
+    counted = step_sizes(data.lengths(), cfg)  # a replayed graph calls no forward to count in
     marks: dict[int, float] = {}
 
     def forward(batch):
@@ -336,17 +330,20 @@ def bench_mlm(scale: Scale, device: str, precision: str, carried: Path | None, p
 
     data = mlm_batches(scale, carried)
     length = sum(real for _, _, real in data) / sum(len(ids) for ids, _, _ in data)
-    lab = pretrain_bench.lab_rate(data, scale.warmup, precision, device, scale.mlm_size)
+    graphs = devices.graphs_wanted(device)
+    lab = pretrain_bench.lab_rate(data, scale.warmup, precision, device, scale.mlm_size, graphs=graphs)
+    eager = pretrain_bench.lab_rate(data, scale.warmup, precision, device, scale.mlm_size) if graphs else lab
     plain = pretrain_bench.plain_rate(data, scale.warmup, precision, device, scale.mlm_size)
     flops = useful_flops_per_token(scale.mlm_size, length)
     rate = peak(device, precision)
     print(f"(d) mlm pretraining ({scale.mlm_size} size, batch {scale.mlm_batch}, nested corpus) {precision}: lab "
-          f"{lab:,.0f} tokens/s, plain transformers {plain:,.0f} tokens/s, ratio {lab / plain:.2f}, MFU lab "
+          f"{'graphs on' if graphs else 'eager'} {lab:,.0f} tokens/s, graphs off {eager:,.0f} ({lab / eager:.2f}x), "
+          f"plain transformers {plain:,.0f} tokens/s, lab/plain {lab / plain:.2f}x (target >= 1.5), MFU lab "
           f"{devices.mfu(lab, flops, rate):.1%} (useful FLOPs: decoder on the masked 15 % only)", flush=True)
     if profiled:
         few = data[:scale.warmup + min(scale.timed, 25)]
         profile("(d) the lab's MLM step", device, lambda: pretrain_bench.lab_rate(few, scale.warmup, precision, device,
-                                                                                 scale.mlm_size))
+                                                                                 scale.mlm_size, graphs=graphs))
 
 
 # ------------------------------------------------------------------------------------------------ main

@@ -47,9 +47,10 @@ def batches(n_steps: int, batch: int, seed: int = 0):
     return [(b.inputs, b.mask, int(b.mask.sum())) for b in iterate(data, batch, shuffle=True, seed=seed)]
 
 
-def lab_parts(data, precision: str, device: str, size: str = "cpu"):
+def lab_parts(data, precision: str, device: str, size: str = "cpu", graphs: bool = False):
     """The lab's MLM model (its CPU kernels on), the loop's configuration, the batches as the loop's data (one
-    Encoded row per sequence) and the objective whose forward the loop calls."""
+    Encoded row per sequence) and the objective whose forward the loop calls. ``graphs``: the step a pretraining
+    spec's ``step: graphs`` takes (fixed prediction slots; replayed CUDA graphs on CUDA)."""
     import dataclasses
 
     import torch
@@ -60,7 +61,8 @@ def lab_parts(data, precision: str, device: str, size: str = "cpu"):
     from labcore.pretrain.mlm import build_masked_lm
     from labcore.pretrain.spec import SIZES, PretrainSpec
 
-    spec = PretrainSpec(steps=len(data), sequences=sum(len(ids) for ids, _, _ in data), batch_size=len(data[0][0]))
+    spec = PretrainSpec(steps=len(data), sequences=sum(len(ids) for ids, _, _ in data), batch_size=len(data[0][0]),
+                        step="graphs" if graphs else "eager")
     model = build_masked_lm(SIZES[size], 0).to(device)
     kernels_for(model.body, device)
     cfg = dataclasses.replace(train_config(spec, device, 0), precision=precision, eval_every=10**9)
@@ -69,27 +71,37 @@ def lab_parts(data, precision: str, device: str, size: str = "cpu"):
     return model, cfg, encoded, MlmObjective(model, encoded, cfg, 0)
 
 
-def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu") -> float:
+def step_sizes(lengths, cfg) -> list[tuple[int, int]]:
+    """(examples, real tokens) of each step the training loop takes, from its own batch order: counted on the host,
+    since a step replayed from a CUDA graph calls no forward to count in."""
+    from labcore.data.encode import batch_order
+
+    sizes: list[tuple[int, int]] = []
+    for epoch in range(cfg.max_steps):
+        sizes += [(len(i), int(lengths[i].sum())) for i in batch_order(lengths, cfg.batch_size, shuffle=True,
+                                                                       seed=cfg.seed, epoch=epoch)]
+        if len(sizes) >= cfg.max_steps:
+            return sizes[:cfg.max_steps]
+    return sizes
+
+
+def lab_rate(data, warmup: int, precision: str, device: str, size: str = "cpu", graphs: bool = False) -> float:
     """Real tokens per second of the lab's MLM steps after the first ``warmup`` (timed between the loop's
     step events, whose loss read waits for the device: every step on a CPU, every 25 on CUDA)."""
     from labcore.engine.train import train
 
-    model, cfg, encoded, objective = lab_parts(data, precision, device, size)
-    lengths = encoded.lengths()
-    step_tokens: list[int] = []  # real tokens of each step, counted on the host (no sync)
+    model, cfg, encoded, objective = lab_parts(data, precision, device, size, graphs)
+    sizes = step_sizes(encoded.lengths(), cfg)
     marks: dict[int, float] = {}
-
-    def forward(batch):
-        step_tokens.append(int(lengths[batch.index].sum()))
-        return objective.forward(batch)
-
-    for event in train(model, forward, encoded, cfg, evaluate=lambda: {"value": 0.0}):
+    for event in train(model, objective.forward, encoded, cfg, evaluate=lambda: {"value": 0.0}):
         if event["type"] == "step":
             marks[event["step"]] = time.perf_counter()
+        elif event["type"] == "train_end" and event.get("step_note"):
+            print(f"    {event['step_note']}", flush=True)
     first = min(s for s in marks if s >= warmup)
     if first == max(marks):
         raise SystemExit(f"too few steps to time: step events at {sorted(marks)}; give more --steps")
-    return sum(step_tokens[first:max(marks)]) / (marks[max(marks)] - marks[first])
+    return sum(t for _, t in sizes[first:max(marks)]) / (marks[max(marks)] - marks[first])
 
 
 def counted_flops(data, device: str, size: str = "cpu") -> tuple[float, float]:

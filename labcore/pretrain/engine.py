@@ -27,8 +27,8 @@ from labcore.machine import cores
 from labcore.data.encode import Encoded, iterate
 from labcore.events import EVAL, STEP, TRAIN_END, EvalEvent, LogEvent, ResultEvent, StartEvent, StepEvent, TrainEndEvent
 from labcore.pretrain import corpora
-from labcore.pretrain.mlm import (CLS_ID, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
-                                  substitute_rows, train_embeddings_only)
+from labcore.pretrain.mlm import (CLS_ID, IGNORED, SEP_ID, MaskedLM, build_masked_lm, load_masked_lm, mask_tokens,
+                                  mask_tokens_static, substitute_rows, train_embeddings_only)
 from labcore.pretrain.spec import SIZES, PretrainSpec, resolve_pretrain
 from labcore.machine import device as devices
 from labcore.machine.device import autocast, resolve_precision
@@ -57,41 +57,45 @@ def train_config(spec: PretrainSpec, device: str, checkpoint_every: int) -> Trai
                        eval_every=max(1, spec.steps // EVALS_PER_RUN), patience=0, min_steps=0, min_evals=0,
                        seed=spec.seed, loss="given",
                        precision=resolve_precision(spec.precision, device), device=device,
-                       checkpoint_every=checkpoint_every)
+                       checkpoint_every=checkpoint_every, graphs=spec.step == "graphs")
 
 
 class MlmObjective:
     """The forward the loop calls (masks, decodes the masked rows, returns the loss) and the held-out
-    evaluation; keeps the last batch's masked accuracy for the step events."""
+    evaluation; keeps the masked accuracy since the last step event. ``cfg.graphs``: the training forward masks
+    with :func:`mask_tokens_static`, whose shapes a CUDA graph can hold (the evaluation keeps :func:`mask_tokens`)."""
 
     def __init__(self, model: MaskedLM, held_out: Encoded, cfg: TrainConfig, seed: int) -> None:
         self.model, self.held_out, self.cfg, self.seed = model, held_out, cfg, seed
         # A random replacement (10 % of the chosen positions) draws an ordinary token, never a special one.
         # On the device once: sent with every batch, the ids were a pageable copy each step on a GPU.
         self.replacements = torch.from_numpy(corpora.sampleable_ids()).to(cfg.device)
-        self.correct: torch.Tensor | None = None  # masked predictions right since the last read, on the device
-        self.predicted: torch.Tensor | None = None  # masked positions since the last read, on the device
+        # Masked predictions right and made since the last read, added to in place on the device: a replayed
+        # graph adds to the same buffer, and reading it is one transfer per step event, not one per step.
+        self.tally = torch.zeros(2, dtype=torch.long, device=cfg.device)
 
-    def loss(self, ids, mask, generator=None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        inputs, positions, targets = mask_tokens(ids, mask, self.replacements, generator=generator)
-        logits = self.model(inputs, mask, positions)
-        return torch.nn.functional.cross_entropy(logits.float(), targets), logits, targets
+    def loss(self, ids, mask, generator=None, static: bool = False
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(loss, logits, targets); a target of :data:`IGNORED` is an empty prediction slot (``static`` only)."""
+        if static:
+            inputs, rows, targets = mask_tokens_static(ids, mask, self.replacements, generator=generator)
+            logits, targets = self.model.forward_rows(inputs, mask, rows), targets.reshape(-1)
+        else:
+            inputs, positions, targets = mask_tokens(ids, mask, self.replacements, generator=generator)
+            logits = self.model(inputs, mask, positions)
+        return torch.nn.functional.cross_entropy(logits.float(), targets, ignore_index=IGNORED), logits, targets
 
     def forward(self, batch) -> torch.Tensor:
-        loss, logits, targets = self.loss(batch.inputs, batch.mask)
-        # Counted on the device and read with the loop's step event (no host sync per step on a GPU).
-        correct = (logits.detach().argmax(-1) == targets).sum()
-        self.correct = correct if self.correct is None else self.correct + correct
-        self.predicted = (torch.tensor(len(targets), device=correct.device) if self.predicted is None
-                          else self.predicted + len(targets))
+        loss, logits, targets = self.loss(batch.inputs, batch.mask, static=self.cfg.graphs)
+        taught = targets != IGNORED
+        correct = ((logits.detach().argmax(-1) == targets) & taught).sum()
+        self.tally.add_(torch.stack([correct, taught.sum()]))
         return loss
 
     def read_accuracy(self) -> float:
         """Masked accuracy over the steps since the last read (those of one step event)."""
-        if self.correct is None or self.predicted is None:
-            return math.nan
-        correct, predicted = torch.stack([self.correct, self.predicted]).tolist()
-        self.correct = self.predicted = None
+        correct, predicted = self.tally.tolist()
+        self.tally.zero_()
         return correct / predicted if predicted else math.nan
 
     def evaluate(self) -> dict[str, float]:
@@ -116,7 +120,7 @@ def counted_flops_per_token(objective: MlmObjective, data: Encoded, device: str)
     try:
         return counting.flops_per_token(objective.model, objective.forward, data, device)
     finally:
-        objective.correct = objective.predicted = None
+        objective.tally.zero_()
 
 
 MASKED_SHARE = 0.15  # of the positions (labcore.pretrain.mlm.mask_tokens): those the decoder runs on

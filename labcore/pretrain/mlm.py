@@ -11,10 +11,15 @@ training step of the CPU default size from 1.90 s to 1.64 s (one thread, batch 3
 Masking (BERT/RoBERTa): 15 % of the real, non-special positions are chosen; of those 80 % become [MASK],
 10 % a random ordinary token, 10 % stay. Draws come from torch's global generator, which the training loop
 seeds and stores in its checkpoints, so a resumed pretraining masks as the uninterrupted one would have.
+
+A CUDA graph needs shapes that do not depend on the draws: :func:`mask_tokens_static` chooses the same positions
+but hands them on as a fixed number of prediction slots per sequence (:func:`prediction_slots`), the empty ones
+ignored by the loss, and :meth:`MaskedLM.forward_rows` decodes those slots.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -25,6 +30,8 @@ from labcore.pretrain.spec import ModelSize
 VOCAB_SIZE = 30_522
 PAD_ID, UNK_ID, CLS_ID, SEP_ID, MASK_ID = 0, 100, 101, 102, 103  # MiniLM's WordPiece specials
 MASK_PROB = 0.15
+IGNORED = -100  # the target of an empty prediction slot (cross_entropy's ignore_index)
+SLOT_SIGMAS = 4  # prediction slots: the expected masked count plus this many standard deviations
 
 
 def roberta_config(size: ModelSize) -> Any:
@@ -76,6 +83,25 @@ class MaskedLM(nn.Module):
         rows = self.masked_rows(ids, attention_mask, positions) if self.rows_only else \
             self.body(input_ids=ids, attention_mask=attention_mask).last_hidden_state.reshape(
                 -1, self.body.config.hidden_size).index_select(0, positions)
+        return self.decode(rows)
+
+    def forward_rows(self, ids: torch.Tensor, attention_mask: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+        """ids, attention_mask [B, L]; rows [B, R] the positions each sequence predicts -> logits [B x R, vocab].
+        Shapes follow the arguments' alone (no value is read to the host): the step a CUDA graph holds."""
+        from labcore.models.pooled_rows import bert_rows, run_pooled_rows
+
+        batch, length = ids.shape
+        hidden_size = self.body.config.hidden_size
+        if self.rows_only:
+            hidden = run_pooled_rows(self.body.encoder.layer, rows, bert_rows,
+                                     lambda: self.body(input_ids=ids, attention_mask=attention_mask).last_hidden_state)
+        else:
+            hidden = self.body(input_ids=ids, attention_mask=attention_mask).last_hidden_state.gather(
+                1, rows.unsqueeze(-1).expand(-1, -1, hidden_size))
+        return self.decode(hidden.reshape(-1, hidden_size))
+
+    def decode(self, rows: torch.Tensor) -> torch.Tensor:
+        """RoBERTa's LM head on hidden rows [N, H] -> logits [N, vocab]."""
         rows = self.norm(nn.functional.gelu(self.dense(rows)))
         return nn.functional.linear(rows, self.word_embeddings.weight, self.bias)
 
@@ -133,6 +159,38 @@ def mask_tokens(ids: torch.Tensor, attention_mask: torch.Tensor, replacements: t
     pick = torch.randint(len(replacements), swap.shape, generator=generator, device=ids.device)
     flat[swap] = replacements.to(ids.device)[pick]
     return flat.view_as(ids), positions, targets
+
+
+def prediction_slots(length: int, prob: float = MASK_PROB) -> int:
+    """The prediction slots a sequence of ``length`` positions has in :func:`mask_tokens_static`: the expected
+    masked count plus :data:`SLOT_SIGMAS` standard deviations (at length 128: 36 slots for a mean of 19.2), so a
+    sequence has more chosen positions than slots about once in 30,000."""
+    mean = prob * length
+    return max(1, min(length, math.ceil(mean + SLOT_SIGMAS * math.sqrt(mean * (1 - prob)))))
+
+
+def mask_tokens_static(ids: torch.Tensor, attention_mask: torch.Tensor, replacements: torch.Tensor, *,
+                       prob: float = MASK_PROB, generator: torch.Generator | None = None
+                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(inputs, rows, targets)`` as :func:`mask_tokens` chooses them, in shapes that depend on ``ids``'s alone:
+    ``rows`` [B, R] (R = :func:`prediction_slots`) holds each sequence's chosen positions in ascending order, then
+    filler positions; ``targets`` [B, R] their original ids, :data:`IGNORED` at the filler. The positions chosen
+    are the ones :func:`mask_tokens` chooses from the same generator state (one draw over [B, L] decides both);
+    a sequence with more than R keeps its first R, the rest left uncorrupted and untaught. The 80/10/10 split is
+    drawn over the slots, so the corrupted ids differ from :func:`mask_tokens`'s."""
+    candidates = attention_mask.bool() & (ids != CLS_ID) & (ids != SEP_ID) & (ids != PAD_ID)
+    chosen = (torch.rand(ids.shape, generator=generator, device=ids.device) < prob) & candidates
+    first = candidates & (torch.cumsum(candidates.view(-1).long(), 0) == 1).view_as(candidates)
+    chosen = torch.where(chosen.any(), chosen, first)  # a batch always teaches something
+    slots = prediction_slots(ids.shape[1], prob)
+    rows = torch.argsort((~chosen).to(torch.uint8), dim=1, stable=True)[:, :slots]
+    taught = chosen.gather(1, rows)
+    original = ids.gather(1, rows)
+    u = torch.rand(rows.shape, generator=generator, device=ids.device)
+    pick = torch.randint(len(replacements), rows.shape, generator=generator, device=ids.device)
+    corrupted = torch.where(u < 0.8, MASK_ID, torch.where(u < 0.9, replacements.to(ids.device)[pick], original))
+    inputs = ids.scatter(1, rows, torch.where(taught, corrupted, original))
+    return inputs, rows, torch.where(taught, original, IGNORED)
 
 
 def substitute_rows(embeddings: torch.Tensor, used: torch.Tensor, unused: torch.Tensor) -> None:

@@ -71,6 +71,9 @@ class PretrainSpec:
     name: str = ""  # the backbone's name, lab:<name>; derived from the spec when empty
     start: str = ""  # "lab:<name>": go on from that model (its body and MLM head); "": a random init
     train: str = "all"  # "all" | "embeddings": word embeddings and LM head only, the body frozen (Chiang §4.4)
+    # labcore.runspec.STEPS: "auto" resolves to "graphs" where the job will train on CUDA (replayed CUDA graphs, the
+    # masked positions in fixed slots: labcore.pretrain.mlm.mask_tokens_static), else "eager"; keyed as a run's is
+    step: str = "auto"
 
     def label(self) -> str:
         what = f"{self.start}, embeddings and LM head" if self.train == "embeddings" else (self.start or self.size)
@@ -93,6 +96,13 @@ def resolve_pretrain(spec: PretrainSpec) -> PretrainSpec:
     for field, value in (("batch_size", spec.batch_size), ("sequences", spec.sequences)):
         if int(value) < 1:
             raise LabError(f"{field} must be 1 or more, got {value}")
+    from labcore.machine.device import graphs_wanted
+    from labcore.machine.hardware import budget_device
+    from labcore.runspec import STEPS
+
+    if spec.step not in STEPS:
+        raise LabError(f"step must be one of {', '.join(STEPS)}, got {spec.step!r}")
+    step = spec.step if spec.step != "auto" else "graphs" if graphs_wanted(budget_device()) else "eager"
     if spec.train not in TRAIN_PARTS:
         raise LabError(f"train must be one of {', '.join(TRAIN_PARTS)}, got {spec.train!r}")
     size = spec.size
@@ -114,4 +124,4 @@ def resolve_pretrain(spec: PretrainSpec) -> PretrainSpec:
     return replace(spec, size=size, steps=steps, tokens=tokens, name=name, batch_size=int(spec.batch_size),
                    sequences=int(spec.sequences), seed=int(spec.seed), lr=float(spec.lr),
                    warmup_ratio=float(spec.warmup_ratio), weight_decay=float(spec.weight_decay),
-                   substitute=bool(spec.substitute))
+                   substitute=bool(spec.substitute), step=step)
