@@ -39,28 +39,94 @@ def bench_compile(splice: Splice, scale: Scale, device: str, precision: str) -> 
 
 
 # ------------------------------------------------------------------------------- (f) fused blocks in the graph
+# Each in a process of its own, so that one whose capture fails leaves no state behind for the next: on one H200
+# (torch 2.11) a failed capture of compiled blocks left dropout's generator unusable ("Offset increment outside graph
+# capture encountered unexpectedly") for every later step of the process.
+FUSED_VARIANTS = {  # the graph of eager blocks is (b)'s "graphs on"
+    "compiled-torch-rng": "compiled blocks, dropout drawn by torch's kernels (inductor fallback_random)",
+    "compiled": "compiled blocks, inductor's own dropout draws",
+    "inductor-graphs": "blocks compiled with inductor's own CUDA graphs (mode reduce-overhead), the step's not captured",
+    "eager": "eager blocks",
+}
+FUSED_TIMEOUT_S = 240
+
+
 def bench_fused(scale: Scale, device: str, precision: str) -> None:
     """(b) with every block compiled (inductor fuses dropout, residual, LayerNorm and the bias-GELU) and the step
-    replayed from a graph, against the graph of eager kernels; side by side in this process. The compile happens in
-    the step's eager warm-up steps, outside any capture."""
+    replayed from a graph, against the graph of eager kernels: one process per :data:`FUSED_VARIANTS`, one after
+    another; each prints its line."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from gpu_data import CPU_TRY
+
+    for variant in FUSED_VARIANTS:  # each prints to this output as it goes: a variant cut short keeps its lines
+        try:
+            done = subprocess.run([sys.executable, str(Path(__file__).resolve()), variant,
+                                   "cpu" if scale is CPU_TRY else "gpu"], timeout=FUSED_TIMEOUT_S)
+            if done.returncode:
+                print(f"(f) {FUSED_VARIANTS[variant]}: exit {done.returncode}", flush=True)
+        except subprocess.TimeoutExpired:
+            print(f"(f) {FUSED_VARIANTS[variant]}: no result within {FUSED_TIMEOUT_S} s", flush=True)
+
+
+def fused_variant(variant: str, scale: Scale, device: str, precision: str) -> None:
+    """One of :data:`FUSED_VARIANTS`: (b)'s loop, graphs on, and its line; a failure's traceback, last lines."""
+    import time
+    import traceback
+
+    import torch
+
+    from labcore.engine import train as training
     from labcore.machine import device as devices
 
-    rows = {}
-    for compiled in (False, True):
-        model, data, cfg, bert = bert_base_setup(scale, device, precision)
-        if compiled:
-            devices.compile_blocks(model)
-        try:
-            rows[compiled] = timed_loop(model, data, dataclasses.replace(cfg, graphs=True), scale.warmup)
-        except RuntimeError as error:
-            print(f"(f) bert-base-sized, graphs on, {'compiled' if compiled else 'eager'} blocks: failed: "
-                  f"{str(error).splitlines()[0]}", flush=True)
-            return
+    model, data, cfg, _ = bert_base_setup(scale, device, precision)
+    graphs = True
+    if variant == "inductor-graphs":  # inductor's graphs own their outputs: a step begins with a mark, grads are freed
+        for block in model.structure.layers:
+            block.compile(mode="reduce-overhead")
+        graphs, inner = False, model.forward
+
+        def forward(*args, **kwargs):
+            torch.compiler.cudagraph_mark_step_begin()
+            return inner(*args, **kwargs)
+
+        model.forward = forward
+    elif variant != "eager":
+        torch._inductor.config.fallback_random = variant == "compiled-torch-rng"
+        training.CAPTURE_COMPILED = True
+        devices.compile_blocks(model)
+    started = time.perf_counter()
+    try:
+        _, tokens, first = timed_loop(model, data, dataclasses.replace(cfg, graphs=graphs), scale.warmup)
+    except Exception:  # the line says what failed and where
+        print(f"(f) {FUSED_VARIANTS[variant]}: failed after {time.perf_counter() - started:.1f} s")
+        lines = traceback.format_exc().strip().splitlines()  # the chain: the first error, then what followed
+        print("\n".join("    " + line for line in (lines if len(lines) <= 60 else lines[:35] + ["..."] + lines[-20:])),
+              flush=True)
+        return
     flops, rate = devices.module_flops_per_token(model, scale.bert_length), peak(device, precision)
     sheet = datasheet_peak(device)
-    tokens = rows[True][1]
     against_sheet = f", {devices.mfu(tokens, flops, sheet):.1%} of the datasheet's {sheet / 1e12:,.0f}" if sheet else ""
-    print(f"(f) bert-base-sized batch {scale.bert_batch} x {scale.bert_length} {precision}, graphs on: compiled blocks "
-          f"{tokens:,.0f} tokens/s (MFU {devices.mfu(tokens, flops, rate):.1%}{against_sheet}), eager blocks "
-          f"{rows[False][1]:,.0f} (MFU {devices.mfu(rows[False][1], flops, rate):.1%}), {tokens / rows[False][1]:.2f}x; "
-          f"compile {rows[True][2] - rows[False][2]:.1f} s", flush=True)
+    print(f"(f) bert-base-sized batch {scale.bert_batch} x {scale.bert_length} {precision}, graphs on, "
+          f"{FUSED_VARIANTS[variant]}: {tokens:,.0f} tokens/s, MFU {devices.mfu(tokens, flops, rate):.1%}"
+          f"{against_sheet}; {first:.1f} s to the first timed step", flush=True)
+
+
+if __name__ == "__main__":  # one (f) variant, in a process of its own: VARIANT SCALE
+    import sys
+
+    from gpu_data import CPU_TRY, GPU
+    from labcore.machine import device as devices
+
+    chosen, scale_name = sys.argv[1], sys.argv[2]
+    scale = {"cpu": CPU_TRY, "gpu": GPU}[scale_name]
+    if scale is CPU_TRY:
+        import os
+
+        os.environ[devices.SETTING] = "cpu"
+    where = devices.choose_device()
+    exact = devices.resolve_precision("auto", where)
+    devices.setup(where, exact)
+    fused_variant(chosen, scale, where, exact)

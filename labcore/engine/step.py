@@ -111,6 +111,15 @@ def build_optimizer(name: str, params: list[torch.nn.Parameter], lr: float, weig
         return optim_cls(params, lr=lr, weight_decay=weight_decay)
 
 
+def _release_generator() -> None:
+    """After a failed capture: torch closes a CUDA generator's capture bookkeeping only when a capture ends well, so the
+    default generator stays marked as capturing, and every later draw (dropout) outside a capture refuses ("Offset
+    increment outside graph capture encountered unexpectedly", one H200, torch 2.11). A clone of its state (the same
+    seed and offset, not capturing) takes its place."""
+    generator = torch.cuda.default_generators[torch.cuda.current_device()]
+    generator.graphsafe_set_state(generator.clone_state())
+
+
 @dataclass
 class _Captured:
     graph: Any  # torch.cuda.CUDAGraph
@@ -143,7 +152,11 @@ class GraphedStep:
             try:
                 captured = self.graphs[shape] = self._capture(batch)
             except RuntimeError as error:  # something in the step the graph cannot hold: go on eagerly
-                self.failed = f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+                root = error
+                while root.__context__ is not None:  # the capture's end fails too: name what broke it first
+                    root = root.__context__
+                self.failed = f"{type(root).__name__}: {(str(root).splitlines() or [''])[0][:300]}"
+                _release_generator()
                 torch.cuda.synchronize()
                 return take_step(self.parts, batch, static=True)
         for static, value in ((captured.batch.inputs, batch.inputs), (captured.batch.mask, batch.mask),

@@ -41,6 +41,7 @@ EvaluateFn = Callable[[], dict[str, float]]  # -> {"value": metric, "loss": loss
 
 CONVERGE_TOLERANCE = 0.01
 RESUME_FILE = "resume.pt"  # the loop's resume checkpoint in a run's folder
+CAPTURE_COMPILED = False  # capture models with compiled blocks in CUDA graphs too (off: see TrainingLoop)
 
 
 # The smallest evaluation batch, in examples. Evaluation holds no gradients or optimizer state, so its
@@ -192,9 +193,10 @@ class TrainingLoop:
                           cfg.device)
         # Blocks compiled by torch.compile are not captured: with them, the first eager step after another model's
         # graphs failed in dropout's random-number bookkeeping (one H200, torch 2.11); they take the bucketed step.
+        # (bench/gpu_compile.py's (f) sets CAPTURE_COMPILED to measure whether, and how, they capture.)
         compiled = any(getattr(m, "_compiled_call_impl", None) is not None for m in module.modules())
-        self.graphed = (GraphedStep(parts, int(train_data.lengths().max()),
-                                    capture=str(cfg.device).startswith("cuda") and not compiled)
+        self.graphed = (GraphedStep(parts, int(train_data.lengths().max()), capture=str(cfg.device).startswith(
+                                    "cuda") and (CAPTURE_COMPILED or not compiled))
                         if cfg.graphs else None)
         self.take_step = self.graphed or (lambda batch: take_step(parts, batch))
         self.per_epoch = max(1, math.ceil(len(train_data) / cfg.batch_size))
