@@ -45,6 +45,7 @@ def bench_compile(splice: Splice, scale: Scale, device: str, precision: str) -> 
 FUSED_VARIANTS = {  # the graph of eager blocks is (b)'s "graphs on"
     "compiled-torch-rng": "compiled blocks, dropout drawn by torch's kernels (inductor fallback_random)",
     "compiled": "compiled blocks, inductor's own dropout draws",
+    "compiled-thread-local": "compiled blocks, captured with capture_error_mode thread_local",
     "inductor-graphs": "blocks compiled with inductor's own CUDA graphs (mode reduce-overhead), the step's not captured",
     "eager": "eager blocks",
 }
@@ -94,7 +95,10 @@ def fused_variant(variant: str, scale: Scale, device: str, precision: str) -> No
 
         model.forward = forward
     elif variant != "eager":
+        from labcore.engine import step
+
         torch._inductor.config.fallback_random = variant == "compiled-torch-rng"
+        step.CAPTURE_ERROR_MODE = "thread_local" if variant == "compiled-thread-local" else step.CAPTURE_ERROR_MODE
         training.CAPTURE_COMPILED = True
         devices.compile_blocks(model)
     started = time.perf_counter()

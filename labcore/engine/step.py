@@ -36,6 +36,10 @@ from labcore.machine.device import autocast
 
 WARMUP_STEPS = 3  # eager steps before the first capture (the optimiser's state, cuBLAS's workspace)
 SMALLEST_BUCKET = 16
+# torch.cuda.graph's capture_error_mode: "global" (torch's default) fails a capture when any thread of the process
+# makes a call that is unsafe during capture; bench/gpu_compile.py (f) tries "thread_local" with compiled blocks
+# (whose compiler keeps threads of its own), whose capture failed under "global" on one H200.
+CAPTURE_ERROR_MODE = "global"
 
 
 def bucket_length(length: int, longest: int) -> int:
@@ -189,7 +193,7 @@ class GraphedStep:
     def _capture(self, batch: Batch) -> _Captured:
         static = Batch(batch.inputs.clone(), batch.mask.clone(), batch.labels.clone(), batch.index)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool):
+        with torch.cuda.graph(graph, pool=self.pool, capture_error_mode=CAPTURE_ERROR_MODE):
             loss = take_step(self.parts, static, static=True)
         if self.pool is None:
             self.pool = graph.pool()
