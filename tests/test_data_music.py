@@ -245,18 +245,21 @@ def test_unknown_composer_names_the_valid_ones():
 
 
 # The default build (100 pieces a composer) parses for minutes on two cores, most of them on Beethoven's
-# quartets; the "quick" preset (10 a composer) runs the same pipeline by default, the whole one with the slow set.
+# quartets, and the "quick" preset (10 a composer) for 80-120 s; 3 a composer runs the same pipeline by default,
+# the other two with the slow set.
 @pytest.mark.integration
-@pytest.mark.parametrize("preset, cap", [("quick", 10), pytest.param("", 100, marks=pytest.mark.slow)])
-def test_music_composer_build_and_cache(capsys, preset, cap):
+@pytest.mark.parametrize("preset, params, cap", [pytest.param("", {"cap_per_composer": 3}, 3, id="3-a-composer"),
+                                                 pytest.param("quick", {}, 10, id="quick", marks=pytest.mark.slow),
+                                                 pytest.param("", {}, 100, id="default", marks=pytest.mark.slow)])
+def test_music_composer_build_and_cache(capsys, preset, params, cap):
     from labcore.data import base, load
 
     lines: list[str] = []
     started = time.perf_counter()
-    dataset, info = load("music-composer", preset=preset, progress=lines.append)
+    dataset, info = load("music-composer", params, preset=preset, progress=lines.append)
     first_s = time.perf_counter() - started
     started = time.perf_counter()
-    again, _ = load("music-composer", preset=preset, progress=lines.append)
+    again, _ = load("music-composer", params, preset=preset, progress=lines.append)
     cached_s = time.perf_counter() - started
 
     assert info.class_names == ("Bach", "Palestrina", "Monteverdi", "Beethoven") and info.vote_by_group
@@ -295,7 +298,7 @@ def test_music_composer_build_and_cache(capsys, preset, cap):
 
     # Another window length builds a new Arrow cache from the pitches parsed above: nothing is parsed.
     lines.clear()
-    shorter, short_info = load("music-composer", {"window": 32}, preset=preset, progress=lines.append)
+    shorter, short_info = load("music-composer", {**params, "window": 32}, preset=preset, progress=lines.append)
     assert not any(line.startswith("music21 corpus: parsing") for line in lines)
     assert short_info.max_length == 32 and all(len(t) <= 32 for t in shorter["train"]["tokens"])
     assert set(shorter["test"]["group"]) == groups["test"]  # same pieces, same split

@@ -97,7 +97,7 @@ def test_a_pretraining_on_the_graph_ready_step_trains_and_reads_its_masked_accur
     from labcore.pretrain.export import lab_folder
 
     shutil.rmtree(lab_folder("test-static-step"), ignore_errors=True)  # one an earlier session left may hold another key
-    spec = PretrainSpec(size="tiny", batch_size=8, sequences=128, lr=3e-3, precision="fp32", steps=40,
+    spec = PretrainSpec(size="tiny", batch_size=8, sequences=128, lr=3e-3, precision="fp32", steps=12,
                         corpus="nested", step="graphs", name="test-static-step")
     events = list(iter_pretrain(spec, key=jobs.key_of(spec), workdir=tmp_path / "job", threads=1))
     assert events[-1]["type"] == "result" and events[-1]["status"] == "done", events[-1]
