@@ -5,6 +5,10 @@ runs the executor's loop (:class:`labcore.execution.ray_pump.RayPump`) in a thre
 its own, and stops it. The last test lets the executor start its process (and that process its own
 cluster), as the app does. Teardown checks that no process of either cluster is left (never
 ``ray stop``: it would kill every Ray process on the machine, other users' too).
+
+A wait for jobs to finish allows minutes: with four test processes on two cores, six tiny runs on the cluster took
+more than the two minutes this file once allowed. A wait for a kill or a stop to be seen keeps its 30 s: that
+speed is part of what is tested.
 """
 
 from __future__ import annotations
@@ -132,7 +136,7 @@ def steps(events):
 def test_a_sweep_of_six_tiny_runs_streams_events_in_order_into_the_store(executor):
     store = executor.store
     keys = [s.key for s in executor.submit_group("ray-sweep", [tiny_spec(seed, max_steps=6) for seed in range(6)])]
-    wait_for("6 runs to end", lambda: all(store.get(k).status not in ACTIVE for k in keys), 120, store)
+    wait_for("6 runs to end", lambda: all(store.get(k).status not in ACTIVE for k in keys), 300, store)
     for key in keys:
         record, events = store.get(key), store.events(key)
         assert record.status == "done", record.error
@@ -147,7 +151,7 @@ def test_a_sweep_of_six_tiny_runs_streams_events_in_order_into_the_store(executo
     assert executor.submit(tiny_spec(3, max_steps=6)).outcome == "cached"
 
     maps = executor.submit(AttentionSpec(run=keys[0], split="test", index=0)).key
-    wait_for("the attention job", lambda: store.get(maps).status not in ACTIVE, 60, store)
+    wait_for("the attention job", lambda: store.get(maps).status not in ACTIVE, 180, store)
     record = store.get(maps)
     assert record.status == "done", record.error
     assert (store.workdir(maps) / RESULT_FILE).exists() and record.result["layers"] == 2
@@ -159,7 +163,7 @@ def test_a_sweep_of_six_tiny_runs_streams_events_in_order_into_the_store(executo
     noise = executor.submit(NoiseSpec(models=(ModelRef(run=keys[0]),), discipline=spec["discipline"],
                                       discipline_params=tuple(sorted(spec["discipline_params"].items())),
                                       examples=4)).key
-    wait_for("the analysis job", lambda: store.get(noise).status not in ACTIVE, 120, store)
+    wait_for("the analysis job", lambda: store.get(noise).status not in ACTIVE, 300, store)
     record = store.get(noise)
     assert record.status == "done", record.error
     assert list(record.result["variation"]) == [f"run {keys[0][:8]} (fine-tuned)"] and record.node
@@ -176,7 +180,7 @@ def test_a_pretraining_runs_on_ray_as_runs_do(executor, fetched_assets):
                         name="test-ray")
     first = executor.submit(spec)
     assert (first.outcome, first.kind) == ("queued", "pretrain")
-    wait_for("the pretraining", lambda: store.get(first.key).status not in ACTIVE, 120, store)
+    wait_for("the pretraining", lambda: store.get(first.key).status not in ACTIVE, 300, store)
     record, events = store.get(first.key), store.events(first.key)
     assert record.status == "done", store.log(first.key)
     assert record.attempt == 1 and record.node and record.task_pid != os.getpid()
@@ -193,7 +197,7 @@ def test_cancel_stops_a_run_at_its_step_and_a_stuck_task_by_ray_cancel(executor)
     stuck = executor.submit(CountSpec(n=2, pause_s=60)).key  # sleeps in its first step: never reads the flag
     # Patient waits for the start: a Ray worker process importing torch on a busy machine takes a minute.
     wait_for("the run to take steps", lambda: len(steps(store.events(run))) >= 3, 180, store)
-    wait_for("the stuck job to start", lambda: store.get(stuck).task_pid, 120, store)
+    wait_for("the stuck job to start", lambda: store.get(stuck).task_pid, 180, store)
     requested_at = time.time()
     executor.cancel(run)
     executor.cancel(stuck)
@@ -210,12 +214,12 @@ def test_cancel_stops_a_run_at_its_step_and_a_stuck_task_by_ray_cancel(executor)
 def test_sigkill_of_a_task_process_shows_dead_and_resume_finishes_it(executor):
     store = executor.store
     key = executor.submit(CountSpec(n=40, pause_s=0.05)).key
-    wait_for("a checkpoint", lambda: len(steps(store.events(key))) >= 12, 60, store)
+    wait_for("a checkpoint", lambda: len(steps(store.events(key))) >= 12, 180, store)
     os.kill(store.get(key).task_pid, signal.SIGKILL)
     wait_for("the job to be dead", lambda: store.get(key).status == "dead", 30, store)
     assert "WorkerCrashedError" in store.get(key).error
     executor.resume(key)
-    wait_for("the resumed job to end", lambda: store.get(key).status not in ACTIVE, 60, store)
+    wait_for("the resumed job to end", lambda: store.get(key).status not in ACTIVE, 180, store)
     record, events = store.get(key), store.events(key)
     assert record.status == "done" and record.result["total"] == 40 * 41 // 2
     attempts = [e for e in events if e["type"] == "attempt"]
@@ -279,14 +283,14 @@ def test_the_executor_starts_its_own_process_and_cluster_and_stopping_leaves_non
     try:
         # starts `python -m labcore.execution.ray_pump` and waits for its report
         key = executor.submit(CountSpec(n=5)).key
-        wait_for("the job", lambda: store.get(key).status not in ACTIVE, 60, store)
+        wait_for("the job", lambda: store.get(key).status not in ACTIVE, 180, store)
         assert store.get(key).status == "done" and store.get(key).node
         [pump] = executor.alive_workers()
         assert pump["role"] == "ray-executor"
         cluster_processes = descendants(pump["pid"])  # its gcs_server, raylet and workers
         assert len(cluster_processes) >= 3
         going = executor.submit(CountSpec(n=1000, pause_s=0.05)).key
-        wait_for("the long job to take steps", lambda: len(steps(store.events(going))) >= 3, 60, store)
+        wait_for("the long job to take steps", lambda: len(steps(store.events(going))) >= 3, 180, store)
     finally:
         executor.stop_workers(timeout_s=30)  # SIGTERM: its tasks stop at their next step
     assert store.get(going).status == "interrupted" and store.get(going).error == ""
