@@ -98,7 +98,8 @@ def fused_variant(variant: str, scale: Scale, device: str, precision: str) -> No
         from labcore.engine import step
 
         torch._inductor.config.fallback_random = variant == "compiled-torch-rng"
-        step.CAPTURE_ERROR_MODE = "thread_local" if variant == "compiled-thread-local" else step.CAPTURE_ERROR_MODE
+        if variant == "compiled-thread-local":
+            step.CAPTURE_ERROR_MODE = "thread_local"
         training.CAPTURE_COMPILED = True
         devices.compile_blocks(model)
     started = time.perf_counter()

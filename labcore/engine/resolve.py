@@ -42,8 +42,7 @@ def resolve(spec: RunSpec | ResolvedSpec, where: str) -> ResolvedSpec:
     resolved = resolve_fields(full, info.input_kind, device=where,
                               max_positions=known_positions(spec.model) if spec.max_length else None)
     protocols.parse_protocol_params(resolved.protocol, dict(resolved.protocol_params))
-    if resolved.step == "auto":
-        resolved = dataclasses.replace(resolved, step="graphs" if devices.graphs_wanted(where) else "eager")
+    resolved = dataclasses.replace(resolved, step=devices.resolve_step(resolved.step, where))
     return resolved
 
 

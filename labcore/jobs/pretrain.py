@@ -9,7 +9,7 @@ from typing import Iterator
 
 from labcore.jobs.base import Event, JobContext, hash_key
 from labcore.pretrain.spec import PretrainSpec, resolve_pretrain
-from labcore.runspec import KEYLESS_STEPS
+from labcore.runspec import keyed_step
 
 KIND = "pretrain"
 
@@ -17,10 +17,7 @@ KIND = "pretrain"
 def pretrain_key(spec: PretrainSpec) -> str:
     """The hash of the resolved spec; ``step`` enters it as a run's does (graphs only: every eager key, so every CPU
     one, is what it was before the field existed)."""
-    values = dataclasses.asdict(spec)
-    if values["step"] in KEYLESS_STEPS:
-        del values["step"]
-    return hash_key(KIND, values)
+    return hash_key(KIND, keyed_step(dataclasses.asdict(spec)))
 
 
 def pretrain(spec: PretrainSpec, ctx: JobContext) -> Iterator[Event]:

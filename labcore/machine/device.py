@@ -37,6 +37,14 @@ def graphs_wanted(device: str) -> bool:
     return str(device).startswith("cuda") and os.environ.get(GRAPHS_SETTING, "1") != "0"
 
 
+def resolve_step(requested_step: str, device: str) -> str:
+    """A spec's step (labcore.runspec.STEPS) for a job that trains on ``device``: ``auto`` is ``graphs`` where
+    :func:`graphs_wanted`, else ``eager``; any other value stays as it is. Imports no torch."""
+    if requested_step != "auto":
+        return requested_step
+    return "graphs" if graphs_wanted(device) else "eager"
+
+
 # ------------------------------------------------------------------------------------------- precision
 def native_bf16(device: str) -> bool:
     """bf16 pays off only where the hardware has it: CUDA with bf16 support, a CPU with AMX, or a CPU with

@@ -141,15 +141,23 @@ def train_embeddings_only(model: MaskedLM) -> None:
     model.word_embeddings.weight.requires_grad_(True)
 
 
+def choose_positions(ids: torch.Tensor, attention_mask: torch.Tensor, prob: float,
+                     generator: torch.Generator | None) -> torch.Tensor:
+    """[B, L] bool: the real, non-special positions drawn at ``prob`` (one draw over [B, L]); where the draw chose
+    none in the whole batch, its first such position, so that a batch always teaches something. Decided on the
+    device: no value is read to the host."""
+    candidates = attention_mask.bool() & (ids != CLS_ID) & (ids != SEP_ID) & (ids != PAD_ID)
+    chosen = (torch.rand(ids.shape, generator=generator, device=ids.device) < prob) & candidates
+    first = candidates & (torch.cumsum(candidates.view(-1).long(), 0) == 1).view_as(candidates)
+    return torch.where(chosen.any(), chosen, first)
+
+
 def mask_tokens(ids: torch.Tensor, attention_mask: torch.Tensor, replacements: torch.Tensor, *,
                 prob: float = MASK_PROB, generator: torch.Generator | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(inputs, positions, targets)``: the corrupted ids [B, L], the flat indices of the chosen positions
     [M] and their original ids [M]. ``replacements`` are the ids a random replacement draws from."""
-    candidates = attention_mask.bool() & (ids != CLS_ID) & (ids != SEP_ID) & (ids != PAD_ID)
-    chosen = (torch.rand(ids.shape, generator=generator, device=ids.device) < prob) & candidates
-    if not chosen.any():  # a batch always teaches something
-        chosen = candidates & (torch.cumsum(candidates.view(-1).long(), 0) == 1).view_as(candidates)
+    chosen = choose_positions(ids, attention_mask, prob, generator)
     positions = chosen.view(-1).nonzero().squeeze(1)
     flat = ids.reshape(-1).clone()
     targets = flat[positions]
@@ -178,10 +186,7 @@ def mask_tokens_static(ids: torch.Tensor, attention_mask: torch.Tensor, replacem
     are the ones :func:`mask_tokens` chooses from the same generator state (one draw over [B, L] decides both);
     a sequence with more than R keeps its first R, the rest left uncorrupted and untaught. The 80/10/10 split is
     drawn over the slots, so the corrupted ids differ from :func:`mask_tokens`'s."""
-    candidates = attention_mask.bool() & (ids != CLS_ID) & (ids != SEP_ID) & (ids != PAD_ID)
-    chosen = (torch.rand(ids.shape, generator=generator, device=ids.device) < prob) & candidates
-    first = candidates & (torch.cumsum(candidates.view(-1).long(), 0) == 1).view_as(candidates)
-    chosen = torch.where(chosen.any(), chosen, first)  # a batch always teaches something
+    chosen = choose_positions(ids, attention_mask, prob, generator)
     slots = prediction_slots(ids.shape[1], prob)
     rows = torch.argsort((~chosen).to(torch.uint8), dim=1, stable=True)[:, :slots]
     taught = chosen.gather(1, rows)

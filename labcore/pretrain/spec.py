@@ -96,13 +96,13 @@ def resolve_pretrain(spec: PretrainSpec) -> PretrainSpec:
     for field, value in (("batch_size", spec.batch_size), ("sequences", spec.sequences)):
         if int(value) < 1:
             raise LabError(f"{field} must be 1 or more, got {value}")
-    from labcore.machine.device import graphs_wanted
+    from labcore.machine.device import resolve_step
     from labcore.machine.hardware import budget_device
     from labcore.runspec import STEPS
 
     if spec.step not in STEPS:
         raise LabError(f"step must be one of {', '.join(STEPS)}, got {spec.step!r}")
-    step = spec.step if spec.step != "auto" else "graphs" if graphs_wanted(budget_device()) else "eager"
+    step = resolve_step(spec.step, budget_device())
     if spec.train not in TRAIN_PARTS:
         raise LabError(f"train must be one of {', '.join(TRAIN_PARTS)}, got {spec.train!r}")
     size = spec.size

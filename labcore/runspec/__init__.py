@@ -37,6 +37,12 @@ PRECISIONS = ("auto", "bf16", "fp32")
 STEPS = ("auto", "eager", "graphs")
 KEYLESS_STEPS = ("auto", "eager")
 
+
+def keyed_step(values: dict[str, Any]) -> dict[str, Any]:
+    """A spec's fields as its key reads them (a run's, a pretraining's): ``step`` only where it is ``graphs``, so an
+    eager key is the key it had before steps could differ."""
+    return {k: v for k, v in values.items() if not (k == "step" and v in KEYLESS_STEPS)}
+
 # Part of every result key, so the store never serves a result that this engine would compute differently.
 # Bump it with a fix that changes what results are (not with a speed-up that leaves them as they were);
 # records under older keys stay in the store and on the pages, and a resubmitted spec runs again.
@@ -179,10 +185,7 @@ class RunSpec:
     def key(self) -> str:
         """Stable identity of the result this spec produces (the spec must be resolved), under the
         engine's :data:`RESULTS_REVISION`."""
-        values = self.to_dict()
-        if values["step"] in KEYLESS_STEPS:  # the eager step: the key it had before steps could differ
-            del values["step"]
-        text = json.dumps(values, sort_keys=True, separators=(",", ":"))
+        text = json.dumps(keyed_step(self.to_dict()), sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(f"r{RESULTS_REVISION}:{text}".encode()).hexdigest()[:20]
 
     @property
