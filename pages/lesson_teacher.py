@@ -152,10 +152,13 @@ def whatif(sitting, lesson, *, solo: bool = False) -> None:
         def tally() -> None:
             counts = lessons.votes(_lab(), sitting.code)
             st.bar_chart(counts, horizontal=True)
+            st.caption(f"Leading: **{lessons.vote_winner(_lab(), sitting.code)}** "
+                       f"({sum(counts.values())} votes)")
         tally()
-        winner = lessons.vote_winner(_lab(), sitting.code)
-        st.button(f"Queue the winner ({winner})", key="lesson.vote.close", type="primary", on_click=_run_whatif,
-                  args=(sitting, lesson, winner), help="Reads the votes at the press; a tie goes to the first option.")
+        # The winner is read in the callback, at the press: the page outside the tally is not redrawn as votes
+        # come in, so a winner read while drawing it would be the one leading when the vote opened.
+        st.button("Queue the winner", key="lesson.vote.close", type="primary", on_click=_queue_winner,
+                  args=(sitting, lesson), help="Reads the votes at the press; a tie goes to the first option.")
     elif sitting.phase == "whatif":
         _follow_whatif(sitting, lesson, solo)
     else:
@@ -170,17 +173,32 @@ def _propose(sitting, lesson) -> None:
 
 
 def _follow_whatif(sitting, lesson, solo: bool) -> None:
-    """The what-if run as it goes; its reveal once it has ended (a solo user's at once)."""
+    """The what-if run as it goes; its reveal once it has ended (a solo user's at once). An ended run (one the
+    store had) gets its button in the page itself, as the lesson's own reveal does: only a run still going
+    needs the ticking fragment, which redraws the page once the run has ended."""
+    def reveal_now() -> None:
+        lessons.set_phase(_lab(), sitting.code, "whatif-revealed")
+
+    now = whatif_view(_lab(), lesson, sitting.whatif)
+    if now.ended:
+        lesson_parts.progress(now)
+        if solo:
+            reveal_now()
+            st.rerun()
+        st.button("Reveal the what-if", key="lesson.whatif.reveal", type="primary", on_click=reveal_now)
+        return
+
     @st.fragment(run_every=2.0)
     def follow() -> None:
         now = whatif_view(_lab(), lesson, sitting.whatif)
         lesson_parts.progress(now)
-        if not now.ended:
-            return
-        if solo or st.button("Reveal the what-if", key="lesson.whatif.reveal", type="primary"):
-            lessons.set_phase(_lab(), sitting.code, "whatif-revealed")
+        if now.ended:
             st.rerun()
     follow()
+
+
+def _queue_winner(sitting, lesson) -> None:
+    _run_whatif(sitting, lesson, lessons.vote_winner(_lab(), sitting.code))
 
 
 def _run_whatif(sitting, lesson, option: str) -> None:

@@ -27,7 +27,8 @@ GUESSES = {"Ada": 38, "Bob": -20, "Cy": 40}  # arrow presses from the slider's m
 
 
 def _stock(cache: Path) -> None:
-    """The dna lesson's two runs and its what-if run ("unused") as finished results in the store."""
+    """The dna lesson's two runs and its what-if run ("shift", the class's vote) as finished results in the
+    store."""
     from labcore.engine import run_results
     from labcore.jobs import key_of
     from labcore.lessons import catalogue, runs
@@ -36,7 +37,7 @@ def _stock(cache: Path) -> None:
 
     lesson = catalogue.get("dna")
     store = Store(cache / "store")
-    keys = runs.lesson_keys(lesson) + (key_of(runs.whatif_spec(lesson, "unused")),)
+    keys = runs.lesson_keys(lesson) + (key_of(runs.whatif_spec(lesson, "shift")),)
     for key, value in zip(keys, (0.913, 0.551, 0.876)):
         run_results.put_result(store, RunRecord(key=key, spec={}, status="done", metric="accuracy",
                                                 test={"accuracy": value}, baseline={"majority": 0.52},
@@ -128,13 +129,16 @@ def test_a_teacher_and_three_students_through_one_lesson(served):
             handout.wait_for_timeout(1500)
             handout.screenshot(path=str(IMAGES / "lesson-handout.png"))
 
+            # The class votes for the second option, not the one leading when the vote opened: the teacher's
+            # press must read the votes, not the page as it was drawn.
             teacher.get_by_role("button", name="Open the vote").click()
             for name, page in students.items():
-                page.get_by_text("shift" if name == "Cy" else "unused", exact=True).click()
+                page.get_by_text("unused" if name == "Bob" else "shift", exact=True).click()
                 page.get_by_role("button", name="Vote").click()
-            teacher.get_by_role("button", name="Queue the winner (unused)").click()
+            expect(teacher.get_by_text("Leading: shift (3 votes)")).to_be_visible()
+            teacher.get_by_role("button", name="Queue the winner").click()
             teacher.get_by_role("button", name="Reveal the what-if").click()
-            expect(students["Ada"].get_by_text("What if: unused")).to_be_visible()
-            expect(students["Ada"].get_by_text("mapping unused 0.88").first).to_be_visible()
+            expect(students["Ada"].get_by_text("What if: shift")).to_be_visible()
+            expect(students["Ada"].get_by_text("mapping shift 0.88").first).to_be_visible()
         finally:
             browser.close()
