@@ -29,7 +29,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 FILES = ("tests/test_ray.py", "tests/test_worker.py", "tests/test_worker_lifetime.py", "tests/test_job_kinds.py",
-         "tests/test_recipes_drive_all.py", "tests/test_e2e_browser.py")
+         "tests/test_recipes_drive_all.py", "tests/test_e2e_browser.py", "tests/test_lesson_browser.py")
 
 
 def _burn() -> None:
