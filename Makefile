@@ -67,13 +67,14 @@ browser:
 # The tests run in TEST_WORKERS processes, a test file to each at a time (its module fixtures built once): much
 # of the suite waits on workers, servers and a browser, so even two cores run it in about two thirds of the
 # time; three processes fill more of the waits (with three, 1.46 of two cores were busy on average; the
-# timing-sensitive files must pass with a busy process on each core beside them anyway). Assets and kept
+# timing-sensitive files must pass with a busy process on each core beside them anyway). The longest files go
+# out first (tests/conftest.py's LONGEST_FIRST), not xdist's most-tests-first order. Assets and kept
 # stores are fetched and built under a lock, once. TEST_WORKERS=0 runs it in one process.
 # The documentation is built first, so CI fails on a broken link or a missing symbol too.
 TEST_WORKERS ?= 3
 test: setup setup-ray browser docs
 	$(VENV)/bin/lint-imports --no-cache
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test-slow: setup browser
 	$(PY) -m pytest -m "slow"
