@@ -48,10 +48,6 @@ def command_of(pid: int) -> str:
         return "?"
 
 
-def rss_mb(pid: int) -> float | None:
-    return memory_mb(pid).get("VmRSS")
-
-
 def memory_mb(pid: int) -> dict[str, float]:
     """The process's resident memory in MB (VmRSS) and its parts: anonymous (RssAnon: its own heap), file-backed
     (RssFile: libraries, mapped files) and shared (RssShmem: tmpfs files it maps, such as a store on a tmpfs). A
