@@ -3,10 +3,12 @@ worker leaves when its store folder is deleted, without making the folder again.
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -69,3 +71,28 @@ def test_a_worker_whose_store_folder_is_deleted_leaves_without_making_it_again(s
     time.sleep(1.0)
     assert not store.root.exists(), "the worker made its deleted store folder again"
     assert process_state(worker.pid) == "gone"
+
+
+def test_a_workers_idle_time_starts_when_its_last_job_ends(tmp_path, capsys):
+    # The worker runs a job in its own thread, so no tick of its loop sees the job running: its idle time
+    # was counted from its start, and a worker with jobs longer than its idle limit left after each one.
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "kinds"))
+    from labcore import jobs
+    from labcore.execution.executor import LocalExecutor
+    from labcore.execution.worker import Worker
+
+    jobs.load_modules("toy_jobs")
+    from toy_jobs import CountSpec
+
+    store = Store(tmp_path / "store")
+    try:
+        key = LocalExecutor(store, autostart=False).submit(CountSpec(n=10, pause_s=0.5)).key  # 5 s of work
+        started = time.monotonic()
+        Worker(store, lifetime=Lifetime(idle_exit_s=2)).serve()
+        took = time.monotonic() - started
+        assert store.get(key).status == "done"
+    finally:
+        store.close()
+    idle = float(re.search(r"idle for (\d+) s", capsys.readouterr().out).group(1))
+    assert idle < 5, f"idle for {idle:g} s counted the 5 s job"
+    assert took >= 5 + 2

@@ -130,6 +130,7 @@ class ClaimLoop:
         try:
             message = self.start()
             self.state = "idle"
+            self._idle_since = time.time()  # its warm-up (importing torch, seconds) is not idle time
             self.beat()
             print(f"{self.identity.label}: {message}", flush=True)
             while not ((self.stop_reason or self._leaving) and not self.launched()):
@@ -218,6 +219,9 @@ class ClaimLoop:
                 return
             self.launch(claim)
             self.handled += 1
+            # A launcher that runs the job in this thread (the worker) returns when it has ended, and no tick
+            # saw it running: its idle time starts now, not when the loop last saw nothing launched.
+            self._idle_since = time.time()
 
     # ---------------------------------------------------------------------------------- heartbeat
     def _beat_until_done(self) -> None:
