@@ -28,7 +28,7 @@
 
 MFU is training FLOPs per token (labcore.machine.device: 6 per trained matrix parameter, 4 per frozen one, plus
 attention; the MLM step's own count, labcore.pretrain.engine) times tokens/s, over the device's matrix-product
-rate measured in the same precision (cached in cache/device-rates.json).
+rate measured in the same precision (kept in the machine's device-rates.json, labcore.paths.device_rates_path).
 
 The GPU machines this project borrows have torch, transformers and numpy but not the lab's other
 requirements (streamlit, diskcache, datasets, music21) and reach no registry: ``--pack DIR`` writes MiniLM

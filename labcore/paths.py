@@ -1,12 +1,16 @@
 """Where the lab keeps its files.
 
-Two roots, each movable with one environment variable:
+Two roots and one file, each movable with one environment variable:
 
 * ``TRANSFERLAB_CACHE`` (default ``<repo>/cache``): extracted assets, built data sets, the run store.
   Tests point it elsewhere so they never touch a user's runs.
 * ``TRANSFERLAB_DOWNLOADS`` (default ``$XDG_CACHE_HOME/transferlab/downloads``, else
   ``~/.cache/transferlab/downloads``): the package files fetched from PyPI and Debian. It lives outside
   the checkout, like pip's and the hub libraries' caches, so a fresh clone extracts instead of downloading.
+* ``TRANSFERLAB_DEVICE_RATES`` (default ``device-rates.json`` beside the downloads): the measured
+  matrix-product rates of this machine's devices (:mod:`labcore.machine.rates`). They are facts of the
+  machine, not of a lab: every cache on it reads the same figures, measured once, instead of each new cache
+  spending its first runs' seconds on measuring them again.
 """
 
 from __future__ import annotations
@@ -50,12 +54,19 @@ def cache_dir() -> Path:
     return Path(os.environ.get("TRANSFERLAB_CACHE") or REPO_ROOT / "cache").expanduser()
 
 
+def _user_cache_dir() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base).expanduser() / "transferlab"
+
+
 def downloads_dir() -> Path:
     explicit = os.environ.get("TRANSFERLAB_DOWNLOADS")
-    if explicit:
-        return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "transferlab" / "downloads"
+    return Path(explicit).expanduser() if explicit else _user_cache_dir() / "downloads"
+
+
+def device_rates_path() -> Path:
+    explicit = os.environ.get("TRANSFERLAB_DEVICE_RATES")
+    return Path(explicit).expanduser() if explicit else _user_cache_dir() / "device-rates.json"
 
 
 def assets_dir() -> Path:

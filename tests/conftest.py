@@ -11,6 +11,9 @@ REPO = Path(__file__).resolve().parent.parent
 # Before labcore is imported anywhere: the tests build data and runs in their own cache, never the
 # user's cache/. Package downloads stay shared (per-user download cache), so nothing is fetched twice.
 os.environ.setdefault("TRANSFERLAB_CACHE", str(REPO / ".test-cache"))
+# The machine's measured product rates: one file for every cache the tests make (a test's own cache measured
+# them again, seconds of every core a time), beside the test cache rather than in the user's.
+os.environ.setdefault("TRANSFERLAB_DEVICE_RATES", str(REPO / ".test-cache" / "device-rates.json"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 

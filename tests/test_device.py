@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from labcore import paths
 from labcore.machine import device as devices
 from labcore.execution import pool
 from labcore.machine import rates as device_rates
@@ -85,7 +86,7 @@ def test_precision_follows_the_hardware_and_autocast_follows_the_precision():
 ])
 def test_auto_precision_on_a_cpu_is_the_one_whose_products_are_faster(monkeypatch, tmp_path, flags, bf16_rate,
                                                                          expected):
-    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path))
+    monkeypatch.setenv("TRANSFERLAB_DEVICE_RATES", str(tmp_path / "device-rates.json"))  # none measured yet
     monkeypatch.setattr(devices, "cpu_flags", lambda: flags)
     measured = []
 
@@ -288,7 +289,7 @@ def test_a_record_says_where_it_trained_and_how_fast(no_device_settings, tmp_pat
     assert record.mfu == pytest.approx(record.tokens_per_s * record.flops_per_token / record.peak_flops)
     assert 0 < record.mfu < 1
     assert record.host_reads == record.steps_done == 6  # a CPU reads every step
-    rates = json.loads((Path(os.environ["TRANSFERLAB_CACHE"]) / devices.RATES_FILE).read_text())
+    rates = json.loads(paths.device_rates_path().read_text())
     assert rates[devices.rate_key("cpu", "fp32")]["flops_per_s"] == record.peak_flops
 
 
@@ -304,6 +305,21 @@ def test_the_peak_rate_keeps_the_best_of_its_first_readings(tmp_path):
     assert devices.peak_flops("cpu", "fp32", path=path) == 123.0  # enough readings: read back, not measured
     path.write_text("not json")  # a damaged file is measured again and rewritten
     assert devices.peak_flops("cpu", "fp32", path=path) > 0 and json.loads(path.read_text())
+
+
+def test_every_cache_on_a_machine_reads_its_one_rates_file(tmp_path, monkeypatch):
+    monkeypatch.delenv("TRANSFERLAB_DEVICE_RATES", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "user"))
+    assert paths.device_rates_path() == tmp_path / "user" / "transferlab" / "device-rates.json"
+    assert paths.device_rates_path().parent == paths.downloads_dir().parent  # the machine's, beside the downloads
+    key = devices.rate_key("cpu", "fp32")
+    paths.device_rates_path().parent.mkdir(parents=True)
+    paths.device_rates_path().write_text(json.dumps({key: {"flops_per_s": 123.0, "readings": devices.RATE_READINGS}}))
+    for cache in ("lab-a", "lab-b"):  # a new cache measures nothing: the machine's figure stands
+        monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / cache))
+        assert devices.peak_flops("cpu", "fp32") == 123.0
+    monkeypatch.setenv("TRANSFERLAB_DEVICE_RATES", str(tmp_path / "elsewhere.json"))
+    assert paths.device_rates_path() == tmp_path / "elsewhere.json"
 
 
 def test_flops_per_token_counts_trained_and_frozen_products():

@@ -24,7 +24,7 @@ from labcore.machine.hardware import (  # noqa: F401  (re-exported for callers)
     LOSS_EVERY, SETTING, budget_device, choose_device, cpu_flags, describe, kind, least_used_gpu, loss_every,
     peak_memory_mb, requested, torch_has_cuda, visible_gpus, worker_gpus)
 from labcore.machine.rates import (  # noqa: F401  (re-exported for callers)
-    PEAK_READING_S, PEAK_READINGS, PEAK_SIDE, RATE_READINGS, RATES_FILE, bf16_fp32_rates, bf16_measured_faster,
+    PEAK_READING_S, PEAK_READINGS, PEAK_SIDE, RATE_READINGS, bf16_fp32_rates, bf16_measured_faster,
     measure_matmul_flops, mfu, module_flops_per_token, peak_flops, rate_key, speed_fields, training_flops_per_token)
 
 COMPILE_SETTING = "TRANSFERLAB_COMPILE"

@@ -1,7 +1,8 @@
 """The device's measured matrix-product rate, a training step's FLOPs a token, and the MFU they give.
 
 * :func:`peak_flops`: the device's measured matrix-product rate in a precision, measured once and kept in
-  ``cache/device-rates.json`` (a CPU's figure per thread count): the denominator of a run's MFU.
+  the machine's ``device-rates.json`` (:func:`labcore.paths.device_rates_path`; a CPU's figure per thread
+  count): the denominator of a run's MFU.
   :func:`bf16_fp32_rates` reads a CPU's two kept figures back, for labcore.machine.device's choice of precision.
 * :func:`training_flops_per_token` and :func:`module_flops_per_token`: the dense estimate of a step's FLOPs
   a token (a run's record counts what its step computes instead: labcore.engine.flops).
@@ -21,7 +22,6 @@ from typing import Any
 from labcore import durable, paths
 from labcore.machine.hardware import describe, kind, peak_memory_mb, visible_gpus
 
-RATES_FILE = "device-rates.json"
 RATE_READINGS = 3  # matmul-rate measurements kept (their best) before the figure is only read back
 
 
@@ -89,12 +89,12 @@ def rate_key(device: str, precision: str) -> str:
 
 
 def peak_flops(device: str, precision: str, *, path: Path | None = None) -> float:
-    """The device's matrix-product rate in ``precision`` (FLOP/s), kept in ``cache/device-rates.json``.
+    """The device's matrix-product rate in ``precision`` (FLOP/s), kept in the machine's ``device-rates.json``.
 
     Measured by the first :data:`RATE_READINGS` callers (a run each, a few seconds: :func:`measure_matmul_flops`),
     keeping the best reading: one taken while other work held the cores would otherwise stand for the machine for
     good. After that the kept figure is read back without measuring."""
-    path = path or paths.cache_dir() / RATES_FILE
+    path = path or paths.device_rates_path()
     key = rate_key(device, precision)
     entry = _read_rates(path).get(key)
     if entry is not None and entry["readings"] >= RATE_READINGS:
@@ -123,7 +123,7 @@ def _read_rates(path: Path) -> dict[str, dict[str, float]]:
 def bf16_fp32_rates(path: Path | None = None) -> tuple[float, float] | None:
     """This CPU's kept bf16 and fp32 product rates (:func:`peak_flops`' figures, FLOP/s) at the most threads
     both were measured on; None where both have not been measured yet."""
-    rates = _read_rates(path or paths.cache_dir() / RATES_FILE)
+    rates = _read_rates(path or paths.device_rates_path())
     by_threads: dict[int, dict[str, float]] = {}
     for key, entry in rates.items():
         parts = key.split("|")
