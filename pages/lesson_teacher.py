@@ -152,8 +152,7 @@ def whatif(sitting, lesson, *, solo: bool = False) -> None:
         def tally() -> None:
             counts = lessons.votes(_lab(), sitting.code)
             st.bar_chart(counts, horizontal=True)
-            st.caption(f"Leading: **{lessons.vote_winner(_lab(), sitting.code)}** "
-                       f"({sum(counts.values())} votes)")
+            st.caption(f"Leading: **{lessons.leader(counts)}** ({sum(counts.values())} votes)")
         tally()
         # The winner is read in the callback, at the press: the page outside the tally is not redrawn as votes
         # come in, so a winner read while drawing it would be the one leading when the vote opened.

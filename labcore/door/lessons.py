@@ -24,14 +24,15 @@ from labcore.lessons.runs import command
 from labcore.lessons.handout import handout_html, handout_pdf
 from labcore.lessons.measure import Measured, is_right, measure
 from labcore.lessons.model import Figure, Lesson, LessonError
-from labcore.lessons.sittings import CODE_LENGTH, MAX_NICKNAME, Seat, Sitting, seat_of_token
+from labcore.lessons.sittings import CODE_LENGTH, MAX_NICKNAME, Seat, Sitting, leader, seat_of_token
 
 __all__ = ["CODE_LENGTH", "MAX_NICKNAME", "Lesson", "LessonError", "LessonView", "Measured", "Seat", "Sitting",
            "advance", "all_sittings", "command", "delete_sitting", "get_lesson", "get_sitting", "guesses",
-           "handout_html", "handout_pdf", "hidden_keys", "is_right", "join", "lesson_names", "open_sitting",
-           "predict", "prediction_figure", "propose_table", "propose_table_as_teacher", "result_figure", "seat_of",
-           "seat_of_token", "seats", "set_phase", "share_right", "submit_whatif", "table_example", "takes_tables",
-           "tally", "view", "vote", "vote_winner", "votes", "whatif_options", "whatif_view"]
+           "handout_html", "handout_pdf", "hidden_keys", "is_right", "join", "leader", "lesson_names",
+           "open_sitting", "predict", "prediction_figure", "propose_table", "propose_table_as_teacher",
+           "result_figure", "seat_of", "seat_of_token", "seats", "set_phase", "share_right", "submit_whatif",
+           "table_example", "takes_tables", "tally", "view", "vote", "vote_winner", "votes", "whatif_options",
+           "whatif_view"]
 
 UNREVEALED = ("predict", "running")  # phases whose lesson runs students may not see
 UNREVEALED_WHATIF = ("vote", "whatif")

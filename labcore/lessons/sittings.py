@@ -278,7 +278,11 @@ def votes(root: Path | str, code: str) -> dict[str, int]:
 def winner(root: Path | str, code: str) -> str:
     """The option with the most votes; a tie goes to the option listed first (the lesson's own before any
     proposed table)."""
-    counts = votes(root, code)
+    return leader(votes(root, code))
+
+
+def leader(counts: dict[str, int]) -> str:
+    """The option leading ``counts`` (:func:`votes`' reading, in the options' order); a tie goes to the first."""
     order = list(counts)
     return max(order, key=lambda o: (counts[o], -order.index(o)))
 
