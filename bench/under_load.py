@@ -10,8 +10,9 @@ count of failures per test.
     python bench/under_load.py --times 5 --log rounds.jsonl     # rounds kept, counted with earlier ones
 
 With ``--log`` every round is appended to the file (its time, the commit, the CPU, the outcome and the tests that
-failed) and the summary counts every round the file holds for the same commit, so the 20 rounds may be run in
-several sittings.
+failed) and the summary counts every round the file holds for the same code: a round at an earlier commit counts
+when nothing but documentation (``docs/``, Markdown files) changed since, so the 20 rounds may be run in several
+sittings. A round run from a working tree with uncommitted changes is logged as such and never counted.
 """
 
 from __future__ import annotations
@@ -46,6 +47,19 @@ def _error_lines(output: str) -> list[str]:
     return lines[:ERROR_LINES]
 
 
+def _git(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True)
+
+
+# What a round's outcome cannot depend on: a commit that changed only these tests the same code.
+NOT_CODE = (":(exclude)docs", ":(exclude)*.md")
+
+
+def _same_code(earlier: str, commit: str) -> bool:
+    """Whether ``earlier`` and ``commit`` differ in documentation only (an unknown commit never counts)."""
+    return earlier == commit or _git("diff", "--quiet", earlier, commit, "--", ".", *NOT_CODE).returncode == 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--times", type=int, default=20)
@@ -53,8 +67,8 @@ def main() -> int:
     parser.add_argument("--files", nargs="+", default=list(FILES))
     parser.add_argument("--log", default="", help="append each round to this JSON-lines file and sum them")
     args = parser.parse_args()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True,
-                            text=True).stdout.strip()
+    commit = _git("rev-parse", "--short", "HEAD").stdout.strip()
+    dirty = bool(_git("status", "--porcelain", "--untracked-files=no").stdout.strip())
     failures: Counter = Counter()
     rounds_failed = 0
     for round_ in range(1, args.times + 1):
@@ -76,7 +90,7 @@ def main() -> int:
         print(f"round {round_}: {summary} ({time.time() - started:.0f} s)", flush=True)
         if args.log:
             with open(args.log, "a") as out:
-                out.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": commit,
+                out.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": commit, "dirty": dirty,
                                       "burners": args.burners, "files": args.files, "summary": summary,
                                       "failed": failed, "ok": not bad,
                                       "seconds": round(time.time() - started),
@@ -88,9 +102,11 @@ def main() -> int:
         print(f"  {n} x {test}")
     if args.log:
         kept = [json.loads(line) for line in open(args.log) if line.strip()]
-        same = [r for r in kept if r["commit"] == commit and r["files"] == args.files]
-        print(f"{args.log}: {len(same)} rounds at {commit} with these files, {sum(not r['ok'] for r in same)} with "
-              f"a failure")
+        same = [r for r in kept if r["files"] == args.files and not r.get("dirty", True)
+                and _same_code(r["commit"], commit)]
+        commits = ", ".join(sorted({r["commit"] for r in same}))
+        print(f"{args.log}: {len(same)} rounds of the code at {commit} (commits {commits}) with these files, "
+              f"{sum(not r['ok'] for r in same)} with a failure")
     return 1 if rounds_failed else 0
 
 

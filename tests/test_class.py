@@ -390,15 +390,15 @@ def test_the_status_line_is_read_less_often_where_reading_the_store_costs_more(t
     store = open_store(tmp_path / "store")  # the one the lab below reads
     lab = Lab(store.root)
     clock, reads = [100.0], []
-    real_jobs = store.jobs
+    real_counts = store.status_counts
 
-    def slow_jobs(**options):  # a large store: every reading of all records takes half a second
+    def slow_counts(*args, **options):  # a large store: every reading of all statuses takes half a second
         reads.append(clock[0])
         clock[0] += 0.5
-        return real_jobs(**options)
+        return real_counts(*args, **options)
 
     monkeypatch.setattr(summary.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(store, "jobs", slow_jobs)
+    monkeypatch.setattr(store, "status_counts", slow_counts)
     monkeypatch.setattr(summary, "_SUMMARIES", {})
     try:
         summary.worker_summary(lab)

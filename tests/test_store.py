@@ -432,3 +432,32 @@ def test_a_record_rewritten_reads_anew_and_a_callers_change_reaches_no_other_rea
     assert store.table.get_many([key])[key]["status"] == "queued"
     finish_done(store, key)
     assert store.table.get_many([key])[key]["status"] == "done"
+
+
+def test_status_counts_are_what_jobs_lists_and_keep_no_record(store, monkeypatch):
+    from collections import Counter
+
+    from labcore.store import table
+    from labcore.store.delete import delete_selected
+
+    monkeypatch.setattr(table, "SQL_CHUNK", 2)  # several chunks from a handful of keys
+    keys = [submit(store, spec(seed)).key for seed in range(5)]
+    finish_done(store, keys[0])
+    store.claim(pid=exited_pid())  # keys[1]: running under a worker that is gone, so dead
+    big = dict(store.get(keys[2]).to_dict(), note="x" * 100_000)  # a record held in a file beside the database
+    store.table.put(big)
+
+    def listed() -> Counter:
+        return Counter(r.status for r in store.jobs(kind=run_results.KIND))
+
+    assert store.status_counts(run_results.KIND) == listed() == Counter(done=1, dead=1, queued=3)
+    assert store.status_counts("no-such-kind") == Counter()
+    # the status line polls this: no decoded record is kept for it, only each job's kind and status
+    store.table.decoded.clear()
+    store.status_counts()
+    assert store.table.decoded == {}
+    # a rewritten record is read anew, a deleted one is gone
+    claim = store.claim()
+    store.finish(claim.key, claim.attempt, "failed", error="boom")
+    delete_selected(store, [keys[4]])
+    assert store.status_counts(run_results.KIND) == listed() == Counter(done=1, dead=1, failed=1, queued=1)

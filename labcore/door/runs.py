@@ -24,8 +24,8 @@ from labcore.store.usage import COMMAND_LINE, Usage, disk_usage as _disk_usage
 __all__ = ["ACTIVE", "COMMAND_LINE", "FINISHED", "SECRETS_TABLE", "STOPPED", "ClassroomLimits", "JobRecord",
            "Lab", "PasscodeGuard", "ResolvedSpec", "RunRecord", "RunSpec", "Selection", "curves_from_events",
            "disk_usage", "events", "group_keys", "groups", "heartbeat", "jobs", "key_of", "log", "make_spec",
-           "open_lab", "read_events", "record", "resolve_key", "resolve_spec", "result_of", "results", "runs",
-           "stage_curves", "status", "stream_length", "train_defaults", "workdir", "workers", "workers_held"]
+           "open_lab", "read_events", "record", "resolve_key", "resolve_spec", "result_of", "results", "run_counts",
+           "runs", "stage_curves", "status", "stream_length", "train_defaults", "workdir", "workers", "workers_held"]
 
 
 def record(lab: Lab, key: str) -> JobRecord | None:
@@ -36,6 +36,12 @@ def record(lab: Lab, key: str) -> JobRecord | None:
 def runs(lab: Lab, *, status: str | None = None, group: str | None = None, newest: int = 0) -> list[JobRecord]:
     """The training runs' records, oldest first (``newest``: only that many of the latest)."""
     return run_results.runs(store_of(lab), status=status, group=group, newest=newest)
+
+
+def run_counts(lab: Lab) -> dict[str, int]:
+    """How many training runs stand at each status (a running one whose worker is gone counts as dead),
+    without keeping their records in memory: what a status line reads every few seconds."""
+    return dict(store_of(lab).status_counts(run_results.KIND))
 
 
 def jobs(lab: Lab, *, kind: str | None = None) -> list[JobRecord]:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -173,6 +174,22 @@ class Store(Requests, Attempts):
     def queue_seq(self) -> int:
         """A counter every push increments: an idle worker claims only when it moved (no lock taken)."""
         return self.queue.seq()
+
+    def status_counts(self, kind: str | None = None) -> Counter[str]:
+        """How many jobs (of ``kind``) stand at each status, as :meth:`jobs` would list them (a running job whose
+        worker is gone counts as dead), without keeping their records: the status line polls this."""
+        listed = set(self.table.all.items())
+        counts: Counter[str] = Counter()
+        for key, (job_kind, status) in self.table.kinds_and_statuses().items():
+            if key not in listed or (kind is not None and job_kind != kind):
+                continue
+            if status == "running":
+                record = self._current(key)  # decides whether a running job is dead
+                if record is None:
+                    continue
+                status = record["status"]
+            counts[status] += 1
+        return counts
 
     def queued(self) -> list[str]:
         return [r.key for r in self.jobs(status="queued")]

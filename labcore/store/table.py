@@ -19,6 +19,8 @@ from labcore.store.job_record import stored_kind
 
 SQL_CHUNK = 900  # keys a query names: under SQLite's oldest limit of 999 variables a statement
 DECODED_MAX = 50_000  # decoded records a store keeps for get_many (about 5 KiB of JSON each); then it starts over
+# the key range of the job records: "job/" up to, not including, "job0" ('0' follows '/')
+JOB_ROWS = "raw = 1 AND key >= 'job/' AND key < 'job0'"
 
 
 class IndexList:
@@ -64,6 +66,7 @@ class JobTable:
         self.running = IndexList(cache, "running")
         self.group_names = IndexList(cache, "groups")
         self.decoded: dict[str, tuple[Any, dict[str, Any]]] = {}  # db key -> (version read, record)
+        self.briefs: dict[str, tuple[Any, str, str]] = {}  # db key -> (version read, kind, status)
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.cache.get(f"job/{key}")
@@ -93,6 +96,27 @@ class JobTable:
                 out[db_key[len("job/"):]] = dict(kept[1])
         return out
 
+    def kinds_and_statuses(self) -> dict[str, tuple[str, str]]:
+        """Every job record's (kind, status), by key. What a status line reads every few seconds: one query of
+        the rows' versions, and a record is decoded only where it changed since this process last read it. Only
+        the pair is kept (a decoded record holds about 26 KiB, the pair about 200 bytes), so a server that shows
+        the counts to every viewer does not grow with the store as :meth:`get_many`'s decoded records do."""
+        versions = {db_key: (stored, filename, size) for db_key, stored, filename, size in self.cache._sql(
+            f"SELECT key, store_time, filename, length(value) FROM Cache WHERE {JOB_ROWS}").fetchall()}
+        changed = [db_key for db_key, version in versions.items()
+                   if db_key not in self.briefs or self.briefs[db_key][0] != version]
+        for start in range(0, len(changed), SQL_CHUNK):
+            chunk = changed[start:start + SQL_CHUNK]
+            rows = self.cache._sql(f"SELECT key, store_time, mode, filename, value FROM Cache WHERE raw = 1 AND "
+                                   f"key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
+            for db_key, stored, mode, filename, value in rows:
+                record = self.cache.disk.fetch(mode, filename, value, False)
+                size = len(value) if isinstance(value, (bytes, str)) else None
+                self.briefs[db_key] = ((stored, filename, size), stored_kind(record), record.get("status", ""))
+        for gone in set(self.briefs) - set(versions):
+            del self.briefs[gone]
+        return {db_key[len("job/"):]: (kind, status) for db_key, (_, kind, status) in self.briefs.items()}
+
     def put(self, record: dict[str, Any]) -> None:
         self.cache.set(f"job/{record['key']}", record)
 
@@ -102,6 +126,7 @@ class JobTable:
         keys = set(keys)
         for key in keys:
             self.cache.delete(f"job/{key}")
+            self.decoded.pop(f"job/{key}", None)  # a deleted job's record is not kept until the next clear
         self.all.discard(keys)
         self.running.discard(keys)
         for name in self.groups():
