@@ -8,6 +8,10 @@ count of failures per test.
 
     python bench/under_load.py --times 20
     python bench/under_load.py --times 5 --log rounds.jsonl     # rounds kept, counted with earlier ones
+    python bench/under_load.py --times 5 --processes 2          # the files two at a time (pytest-xdist), as make test
+
+``--processes 2`` runs two test files at once beside the busy processes: a harsher load than one file at a
+time (four CPU-bound processes on two cores where a test waits on its own), and a shorter round.
 
 With ``--log`` every round is appended to the file (its time, the commit, the CPU, the outcome and the tests that
 failed) and the summary counts every round the file holds for the same code: a round at an earlier commit counts
@@ -65,6 +69,8 @@ def main() -> int:
     parser.add_argument("--times", type=int, default=20)
     parser.add_argument("--burners", type=int, default=os.cpu_count() or 1, help="busy processes (default: one a core)")
     parser.add_argument("--files", nargs="+", default=list(FILES))
+    parser.add_argument("--processes", type=int, default=1,
+                        help="test files run at once (pytest-xdist, a file to a process; default 1)")
     parser.add_argument("--log", default="", help="append each round to this JSON-lines file and sum them")
     args = parser.parse_args()
     commit = _git("rev-parse", "--short", "HEAD").stdout.strip()
@@ -77,7 +83,9 @@ def main() -> int:
             burner.start()
         started = time.time()
         try:
-            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args.files],
+            parallel = ["-n", str(args.processes), "--dist", "loadfile"] if args.processes > 1 else []
+            done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *parallel,
+                                   *args.files],
                                   cwd=REPO, capture_output=True, text=True)
         finally:
             for burner in burners:
@@ -91,7 +99,8 @@ def main() -> int:
         if args.log:
             with open(args.log, "a") as out:
                 out.write(json.dumps({"at": time.strftime("%Y-%m-%d %H:%M:%S"), "commit": commit, "dirty": dirty,
-                                      "burners": args.burners, "files": args.files, "summary": summary,
+                                      "burners": args.burners, "processes": args.processes, "files": args.files,
+                                      "summary": summary,
                                       "failed": failed, "ok": not bad,
                                       "seconds": round(time.time() - started),
                                       # what a failing round said (pytest's error lines): a flake seen once
