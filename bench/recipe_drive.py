@@ -29,6 +29,7 @@ from labcore.execution.executor import LocalExecutor
 from labcore.execution.lifetime import FOR_SOMEONE, Lifetime
 from labcore.recipes import RECIPES
 from labcore.recipes.drive import advance, plan_for, results_of, seeds_words
+from labcore.recipes.drive_all import AT_START, LOST, resume_lost
 from labcore.recipes.export import headline_count, verdict_table
 from labcore.recipes.keys import step_key
 from labcore.store import open_store
@@ -54,10 +55,14 @@ def drive(name: str, args: argparse.Namespace, executor: LocalExecutor) -> pd.Da
     seeds = tuple(int(s) for s in args.seeds.split(",")) if args.seeds else None
     cap_s = args.cap_minutes * 60 if args.cap_minutes else math.inf
     start, last = time.time(), None
+    resumed: dict[str, int] = {}
+    take_up = AT_START  # a drive that starts takes up what a stopped machine left; later, only lost workers' jobs
     while True:
         plan = plan_for(recipe, args.budget, seeds, executor.store, cap_s=cap_s)
         if args.read_only:  # the verdicts of what the store holds now: nothing queued, no worker started
             break
+        resume_lost(plan, executor, resumed, take_up)
+        take_up = LOST
         progress = advance(plan, executor)
         state = (len(plan.steps), progress.done, progress.failed, progress.running, progress.queued)
         if last is None or state[0] != last[0]:

@@ -148,3 +148,35 @@ def test_a_job_a_lost_worker_left_dead_is_resumed_at_most_its_limit(tmp_path, mo
     assert store.claim(pid=gone.pid).key == key
     assert resume_lost(plan, executor, resumed) == [] and store.get(key).status == "dead"
     store.close()
+
+
+def test_a_job_its_stopped_worker_left_interrupted_is_taken_up_when_a_drive_starts(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRANSFERLAB_CACHE", str(tmp_path / "cache"))  # bit XOR and a tiny model: no assets
+    from recipe_tiny_drive import plan as tiny_plan
+
+    from labcore.execution.executor import LocalExecutor
+    from labcore.recipes.drive_all import AT_START, drive_round, resume_lost
+    from labcore.recipes.keys import step_key
+    from labcore.store import Store
+
+    store = Store(tmp_path / "cache" / "store")
+    executor = LocalExecutor(store, autostart=False)
+    plan = tiny_plan("quick", (0,), lambda spec: spec)
+    key = step_key(plan.steps[0])
+    executor.submit_group(plan.group, [step.spec for step in plan.steps])
+    # a machine shutting down: the worker got SIGTERM, checkpointed its job and recorded it interrupted
+    claim = store.claim(pid=os.getpid())
+    assert claim.key == key and store.finish(key, claim.attempt, "interrupted")
+    resumed: dict[str, int] = {}
+    assert resume_lost(plan, executor, resumed) == [] and store.get(key).status == "interrupted"  # mid-drive: kept
+    assert resume_lost(plan, executor, resumed, AT_START) == [key] and store.get(key).status == "queued"
+    # the drive's first round takes it up, its later rounds do not
+    claim = store.claim(pid=os.getpid())
+    assert claim.key == key and store.finish(key, claim.attempt, "interrupted")
+    from recipe_tiny_drive import RECIPE as tiny
+
+    drive_round([tiny], "quick", (0,), executor, resumed=resumed)
+    assert store.get(key).status == "interrupted"
+    drive_round([tiny], "quick", (0,), executor, resumed=resumed, take_up=AT_START)
+    assert store.get(key).status == "queued"
+    store.close()

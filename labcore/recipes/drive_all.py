@@ -6,9 +6,11 @@ of its own: each round it rebuilds every plan from the store (:func:`labcore.rec
 only steps the store has no job for (:func:`labcore.recipes.drive.advance`), so after the process or the machine
 is restarted the same command goes on where the store is: a finished job is served from the store by its key and
 never trained again, and a job whose worker was lost (killed, or gone with a restarted machine: the store reads it
-``dead``) is resumed by the drive, from its checkpoint where it kept one (:func:`resume_lost`). A job that failed,
-diverged or was cancelled or interrupted on purpose stays as it ended. Its workers leave once the drive ends
-(their lifetime names its process).
+``dead``) is resumed by the drive, from its checkpoint where it kept one (:func:`resume_lost`). So is, when a drive
+starts, a job left ``interrupted``: its worker was stopped (a machine shutting down sends its workers SIGTERM, and
+each checkpoints its job and stops), and the drive stopped with it would have run it to the end. An interruption
+while the drive runs (someone stopped its workers) is left as it is, as is a job that failed, diverged or was
+cancelled. Its workers leave once the drive ends (their lifetime names its process).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from labcore.recipes.export import headline_count
 
 
 MAX_RESUMES = 3  # a job a drive resumes after its worker was lost, at most this often
+LOST = ("dead",)  # what a drive resumes whenever it sees it: a job whose worker was lost
+AT_START = ("dead", "interrupted")  # ... and at its start: one whose worker was stopped with the machine
 
 
 @dataclass(frozen=True)
@@ -70,16 +74,17 @@ def _keys(plan: Plan) -> list[str]:
     return [step_key(step) for step in plan.steps]
 
 
-def resume_lost(plan: Plan, executor: Any, resumed: dict[str, int]) -> list[str]:
-    """Resume the plan's jobs whose worker was lost mid-run (status ``dead``); their keys. A drive asked to run
-    its plan to the end takes them up again, as it would have had the machine not stopped. ``resumed`` counts the
-    resumes of each job in this drive: one lost :data:`MAX_RESUMES` times (a run that kills its worker every
-    time) is left dead and counts as ended without a result."""
+def resume_lost(plan: Plan, executor: Any, resumed: dict[str, int], statuses: Sequence[str] = LOST) -> list[str]:
+    """Resume the plan's jobs that stand at one of ``statuses`` (by default those whose worker was lost mid-run,
+    ``dead``; a drive that starts passes :data:`AT_START`); their keys. A drive asked to run its plan to the end
+    takes them up again, as it would have had the machine not stopped. ``resumed`` counts the resumes of each job
+    in this drive: one lost :data:`MAX_RESUMES` times (a run that kills its worker every time) is left as it
+    stands and counts as ended without a result."""
     store = executor.store
     out = []
     for key in _keys(plan):
         record = store.get(key)
-        if record is None or record.status != "dead" or resumed.get(key, 0) >= MAX_RESUMES:
+        if record is None or record.status not in statuses or resumed.get(key, 0) >= MAX_RESUMES:
             continue
         try:
             executor.resume(key)
@@ -92,17 +97,18 @@ def resume_lost(plan: Plan, executor: Any, resumed: dict[str, int]) -> list[str]
 
 def drive_round(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | None, executor: Any,
                 cap_s: float = math.inf, seen: dict[str, tuple[tuple, Standing]] | None = None,
-                resumed: dict[str, int] | None = None) -> list[Standing]:
-    """One look at every recipe: grow its plan from the store, resume its lost jobs, submit what is ready, say
-    where it stands. A recipe has ended when every job of its plan has ended and the rule, looking at them, adds
-    no more. ``seen`` keeps each recipe's last standing: its report (figures included) is built again only once a
-    job of it has ended. ``resumed`` counts each job's resumes over the drive (:func:`resume_lost`)."""
+                resumed: dict[str, int] | None = None, take_up: Sequence[str] = LOST) -> list[Standing]:
+    """One look at every recipe: grow its plan from the store, resume its jobs that stand at one of ``take_up``,
+    submit what is ready, say where it stands. A recipe has ended when every job of its plan has ended and the
+    rule, looking at them, adds no more. ``seen`` keeps each recipe's last standing: its report (figures included)
+    is built again only once a job of it has ended. ``resumed`` counts each job's resumes over the drive
+    (:func:`resume_lost`)."""
     seen = {} if seen is None else seen
     resumed = {} if resumed is None else resumed
     out = []
     for recipe in recipes:
         plan = plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s)
-        resume_lost(plan, executor, resumed)
+        resume_lost(plan, executor, resumed, take_up)
         progress = advance(plan, executor)
         ended = progress.ended and plan_for(recipe, budget, seeds, executor.store, cap_s=cap_s).steps == plan.steps
         state = (len(plan.steps), progress.done, progress.failed, ended)
@@ -120,8 +126,10 @@ def drive_all(recipes: Sequence[Recipe], budget: str, seeds: Sequence[int] | Non
     shown: dict[str, tuple[str, float]] = {}
     seen: dict[str, tuple[tuple, Standing]] = {}
     resumed: dict[str, int] = {}
+    take_up = AT_START
     while True:
-        standings = drive_round(recipes, budget, seeds, executor, cap_s, seen, resumed)
+        standings = drive_round(recipes, budget, seeds, executor, cap_s, seen, resumed, take_up)
+        take_up = LOST
         now = time.monotonic()
         for row in standings:
             line = row.line(getattr(executor, "workers", 1))
@@ -140,4 +148,5 @@ def _without_eta(line: str) -> str:
     return line.rsplit(" · ", 1)[0]
 
 
-__all__ = ["DECIDED", "MAX_RESUMES", "Standing", "drive_all", "drive_round", "resume_lost", "standing"]
+__all__ = ["AT_START", "DECIDED", "LOST", "MAX_RESUMES", "Standing", "drive_all", "drive_round", "resume_lost",
+           "standing"]
