@@ -8,8 +8,9 @@ entry hold the store's transaction; this class only reads and writes entries.
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import diskcache
 
@@ -77,42 +78,43 @@ class JobTable:
         Compare page 0.98 s read one query at a time, 0.92 s of it JSON decoding). Each record comes back a
         shallow copy, so a caller that sets a field changes no other reader's record; the store never sets an
         expiry, so none is checked."""
-        wanted = [f"job/{k}" for k in keys]
         out: dict[str, dict[str, Any]] = {}
-        for start in range(0, len(wanted), SQL_CHUNK):
-            chunk = wanted[start:start + SQL_CHUNK]
+        for db_key, version, fetch in self._rows([f"job/{k}" for k in keys]):
+            kept = self.decoded.get(db_key)
+            if kept is None or kept[0] != version:
+                kept = (version, fetch())
+                if len(self.decoded) >= DECODED_MAX:
+                    self.decoded.clear()
+                self.decoded[db_key] = kept
+            out[db_key[len("job/"):]] = dict(kept[1])
+        return out
+
+    def _rows(self, db_keys: list[str]) -> Iterator[tuple[str, tuple[Any, Any, Any], Callable[[], Any]]]:
+        """(db key, version, decode) of each of ``db_keys`` the database holds: one SQL query a chunk, the value
+        decoded only when ``decode()`` is called. A rewrite changes the row's store_time; the value's length (or
+        its file's name, for a value too large for its row) guards a rewrite within the same tick."""
+        for start in range(0, len(db_keys), SQL_CHUNK):
+            chunk = db_keys[start:start + SQL_CHUNK]
             # diskcache has no public many-key read: its own connection and table, as its get uses them
             rows = self.cache._sql(f"SELECT key, store_time, mode, filename, value FROM Cache WHERE raw = 1 AND "
                                    f"key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
             for db_key, stored, mode, filename, value in rows:
-                # a rewrite changes store_time; the value's length or file name guards a same-tick rewrite
                 version = (stored, filename, len(value) if isinstance(value, (bytes, str)) else value)
-                kept = self.decoded.get(db_key)
-                if kept is None or kept[0] != version:
-                    kept = (version, self.cache.disk.fetch(mode, filename, value, False))
-                    if len(self.decoded) >= DECODED_MAX:
-                        self.decoded.clear()
-                    self.decoded[db_key] = kept
-                out[db_key[len("job/"):]] = dict(kept[1])
-        return out
+                yield db_key, version, functools.partial(self.cache.disk.fetch, mode, filename, value, False)
 
     def kinds_and_statuses(self) -> dict[str, tuple[str, str]]:
         """Every job record's (kind, status), by key. What a status line reads every few seconds: one query of
         the rows' versions, and a record is decoded only where it changed since this process last read it. Only
         the pair is kept (a decoded record holds about 26 KiB, the pair about 200 bytes), so a server that shows
         the counts to every viewer does not grow with the store as :meth:`get_many`'s decoded records do."""
+        # the versions as _rows reads them (a record's value is JSON bytes, or NULL where it lives in a file)
         versions = {db_key: (stored, filename, size) for db_key, stored, filename, size in self.cache._sql(
             f"SELECT key, store_time, filename, length(value) FROM Cache WHERE {JOB_ROWS}").fetchall()}
         changed = [db_key for db_key, version in versions.items()
                    if db_key not in self.briefs or self.briefs[db_key][0] != version]
-        for start in range(0, len(changed), SQL_CHUNK):
-            chunk = changed[start:start + SQL_CHUNK]
-            rows = self.cache._sql(f"SELECT key, store_time, mode, filename, value FROM Cache WHERE raw = 1 AND "
-                                   f"key IN ({','.join('?' * len(chunk))})", chunk).fetchall()
-            for db_key, stored, mode, filename, value in rows:
-                record = self.cache.disk.fetch(mode, filename, value, False)
-                size = len(value) if isinstance(value, (bytes, str)) else None
-                self.briefs[db_key] = ((stored, filename, size), stored_kind(record), record.get("status", ""))
+        for db_key, version, fetch in self._rows(changed):
+            record = fetch()
+            self.briefs[db_key] = (version, stored_kind(record), record.get("status", ""))
         for gone in set(self.briefs) - set(versions):
             del self.briefs[gone]
         return {db_key[len("job/"):]: (kind, status) for db_key, (_, kind, status) in self.briefs.items()}
