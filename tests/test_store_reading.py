@@ -58,3 +58,44 @@ def test_status_counts_are_what_jobs_lists_and_keep_no_record(store, monkeypatch
     store.finish(claim.key, claim.attempt, "failed", error="boom")
     delete_selected(store, [keys[4]])
     assert store.status_counts(run_results.KIND) == listed() == Counter(done=1, dead=1, failed=1, queued=1)
+
+
+def test_status_counts_read_from_many_threads_at_once_while_jobs_come_and_go(store):
+    """A process keeps one store per folder, read from threads of their own (the app's sessions, an API user's):
+    the counts' kept pairs must survive readers that add and drop them at the same time as each other."""
+    import sys
+    import threading
+
+    template = store.get(submit(store, spec(0)).key).to_dict()
+    put = [dict(template, key=f"k{i}", status="queued") for i in range(200)]
+    for record in put:
+        store.table.put(record)
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                store.table.kinds_and_statuses()
+        except BaseException as error:  # noqa: BLE001 - the test reports whatever a reader raised
+            errors.append(error)
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can, so any unguarded step is split
+    readers = [threading.Thread(target=reader) for _ in range(4)]
+    try:
+        for thread in readers:
+            thread.start()
+        for turn in range(200):  # jobs come and go under the readers
+            gone = put[turn % len(put)]
+            store.table.drop([gone["key"]])
+            store.table.put(dict(gone, status="done"))
+            store.table.put(dict(template, key=f"new{turn}", status="queued"))
+    finally:
+        stop.set()
+        for thread in readers:
+            thread.join(timeout=60)
+        sys.setswitchinterval(before)
+    assert errors == []
+    assert store.table.kinds_and_statuses()["new199"][1] == "queued"
+    assert store.table.kinds_and_statuses()["k0"][1] == "done"

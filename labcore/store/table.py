@@ -67,7 +67,8 @@ class JobTable:
         self.running = IndexList(cache, "running")
         self.group_names = IndexList(cache, "groups")
         self.decoded: dict[str, tuple[Any, dict[str, Any]]] = {}  # db key -> (version read, record)
-        self.briefs: dict[str, tuple[Any, str, str]] = {}  # db key -> (version read, kind, status)
+        # db key -> (version read, kind, status); replaced whole, never changed in place (kinds_and_statuses)
+        self.briefs: dict[str, tuple[Any, str, str]] = {}
 
     def get(self, key: str) -> dict[str, Any] | None:
         return self.cache.get(f"job/{key}")
@@ -110,14 +111,20 @@ class JobTable:
         # the versions as _rows reads them (a record's value is JSON bytes, or NULL where it lives in a file)
         versions = {db_key: (stored, filename, size) for db_key, stored, filename, size in self.cache._sql(
             f"SELECT key, store_time, filename, length(value) FROM Cache WHERE {JOB_ROWS}").fetchall()}
+        # A process keeps one Store per folder, and threads read it (the app's sessions, an API user's own): the
+        # kept pairs are never changed in place, where another thread reading them would meet a dict changing
+        # under it, but built anew and swapped in whole when something changed. Two threads may both decode a
+        # changed record; each keeps what the database held when it looked.
+        briefs = self.briefs
         changed = [db_key for db_key, version in versions.items()
-                   if db_key not in self.briefs or self.briefs[db_key][0] != version]
-        for db_key, version, fetch in self._rows(changed):
-            record = fetch()
-            self.briefs[db_key] = (version, stored_kind(record), record.get("status", ""))
-        for gone in set(self.briefs) - set(versions):
-            del self.briefs[gone]
-        return {db_key[len("job/"):]: (kind, status) for db_key, (_, kind, status) in self.briefs.items()}
+                   if db_key not in briefs or briefs[db_key][0] != version]
+        if changed or len(briefs) != len(versions):
+            briefs = {db_key: brief for db_key, brief in briefs.items() if db_key in versions}
+            for db_key, version, fetch in self._rows(changed):
+                record = fetch()
+                briefs[db_key] = (version, stored_kind(record), record.get("status", ""))
+            self.briefs = briefs
+        return {db_key[len("job/"):]: (kind, status) for db_key, (_, kind, status) in briefs.items()}
 
     def put(self, record: dict[str, Any]) -> None:
         self.cache.set(f"job/{record['key']}", record)
