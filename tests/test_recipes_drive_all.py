@@ -85,14 +85,18 @@ def test_a_killed_drive_goes_on_where_it_was_and_runs_no_finished_job_again(tmp_
     try:
         before, pids = _moment_to_stop(store, first, at_least=2, timeout_s=400)
     finally:
-        # The machine stops: the workers and their jobs die with the drive, a job mid-run. The workers first: a
-        # worker whose drive has ended stops its job gracefully (interrupted), as no stopped machine lets it.
+        # The machine stops: the workers and their jobs die with the drive, a job mid-run. The drive is frozen
+        # first, so it cannot see its worker gone and resume the job before it dies itself (on busy cores the
+        # gap between two kills is long enough for one of its looks); then the workers, while their drive still
+        # lives, since a worker whose drive has ended stops its job gracefully (interrupted), as no stopped
+        # machine lets it; then the drive.
+        os.killpg(first.pid, signal.SIGSTOP)  # the drive and nothing else of the test: its own session
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        os.killpg(first.pid, signal.SIGKILL)  # the drive and nothing else of the test: its own session
-        first.wait()
         _wait_gone(pids)
+        os.killpg(first.pid, signal.SIGKILL)
+        first.wait()
     finished = {key: row for key, row in before.items() if row[0] == "done"}
     assert 2 <= len(finished) < 6, "the drive was killed before its last job"
     now = _jobs(store)
