@@ -120,6 +120,12 @@ class OutputCapture:
         self.join_s = join_s  # how long to wait for the pumps once the job is over
         self._saved: dict[int, int] = {}
         self._threads: list[threading.Thread] = []
+        # A saved descriptor is closed by whichever ends last, the capture or its pump: a pump still running after
+        # the capture (a child the engine started holds its pipe) writes to it, and closed under it, its number
+        # would go to the next file opened, which would then receive that child's output.
+        self._close_lock = threading.Lock()
+        self._pumps_ended: set[int] = set()  # saved descriptors whose pump has ended
+        self._left_to_pumps: set[int] = set()  # saved descriptors the capture left for their pump to close
 
     def __enter__(self) -> "OutputCapture":
         sys.stdout.flush()
@@ -155,6 +161,10 @@ class OutputCapture:
                 self.sink.log(pending.decode(errors="replace"), source)
         finally:
             os.close(read_end)
+            with self._close_lock:
+                self._pumps_ended.add(original)
+                if original in self._left_to_pumps:
+                    os.close(original)
 
     def __exit__(self, *exc: Any) -> None:
         sys.stdout.flush()
@@ -164,8 +174,12 @@ class OutputCapture:
         for thread in self._threads:
             # A child process the engine started may still hold the pipe; do not wait for it forever.
             thread.join(timeout=self.join_s)
-        for saved in self._saved.values():
-            os.close(saved)
+        with self._close_lock:
+            for saved in self._saved.values():
+                if saved in self._pumps_ended:
+                    os.close(saved)
+                else:
+                    self._left_to_pumps.add(saved)  # its pump still writes there, and closes it when it ends
 
 
 def _write_all(fd: int, data: bytes) -> None:
