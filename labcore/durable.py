@@ -2,11 +2,12 @@
 
 A reader (a resumed attempt, a page, ``store check``) must never see half a file. ``write_text`` in
 place does not give that: a SIGKILL inside it leaves an empty or cut file under the final name. So a
-file is written under a temporary name beside its target (the writer's pid in it, so two attempts of
-one job never share one), flushed to the disk with ``fsync``, and only then renamed over the target by
-``commit`` (``os.replace``, or a job's fenced rename that refuses once its attempt was superseded);
+file is written under a temporary name beside its target (the writer's thread and pid in it, so two
+attempts of one job, or two threads of one process, never share one), flushed to the disk with
+``fsync``, and only then renamed over the target by ``commit`` (``os.replace``, or a job's fenced
+rename that refuses once its attempt was superseded);
 the folder is synced too, so the rename itself survives a power cut. A kill at any moment leaves
-either the old file or the new one, and at most a ``.NAME.PID.tmp`` that
+either the old file or the new one, and at most a ``.NAME.THREAD.PID.tmp`` that
 :func:`labcore.store.health.remove_partial_files` or ``store repair`` deletes.
 """
 
@@ -16,6 +17,7 @@ import errno
 import json
 import os
 import shutil
+import threading
 from pathlib import Path
 from typing import Any, Callable
 
@@ -24,8 +26,9 @@ FULL_BELOW_BYTES = 16 * 2**20  # a disk with less free than this, after a write 
 
 
 def temp_beside(path: Path) -> Path:
-    """A temporary name next to ``path`` that no other process writes (its pid is in it)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    """A temporary name next to ``path`` that no other writer uses: the writing thread's id and its process's pid
+    are in it (the app writes from a thread per browser, and two tabs can write one file at the same moment)."""
+    return path.with_name(f".{path.name}.{threading.get_native_id()}.{os.getpid()}.tmp")
 
 
 def write_file(path: Path | str, write: Callable[[Path], Any], commit: CommitFn = os.replace) -> Path:

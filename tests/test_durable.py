@@ -6,6 +6,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_the_commit_goes_through_the_callers_rename(tmp_path):
         os.replace(tmp, final)
 
     JobContext(workdir=tmp_path, checkpoint="c.json", commit_file=commit).save_checkpoint({"i": 1})
-    assert seen == [(f".c.json.{os.getpid()}.tmp", "c.json")]
+    assert seen == [(f".c.json.{threading.get_native_id()}.{os.getpid()}.tmp", "c.json")]
     assert Path(tmp_path / "c.json").read_text() == '{"i": 1}'
 
 
@@ -135,3 +136,34 @@ def test_an_attempt_clears_what_a_killed_writer_left_and_keeps_a_live_ones(tmp_p
     live.write_bytes(b"half")
     list(run_attempt("count", {"n": 1}, JobContext(workdir=tmp_path), store_root=tmp_path, min_free_mb=0))
     assert not left.exists() and live.exists()
+
+
+def test_two_threads_writing_one_file_at_once_leave_one_of_their_files_whole(tmp_path):
+    """The app serves every browser from threads of one process: two tabs of one student (or of the teacher) can
+    write the same seat or sitting at the same moment. Each write must still land whole or not at all."""
+    path = tmp_path / "seat.json"
+    values = [{"writer": w, "note": str(w) * 200_000} for w in range(2)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(2)
+
+    def writer(value) -> None:
+        try:
+            start.wait()
+            for _ in range(40):
+                durable.write_json(path, value)
+        except BaseException as error:  # noqa: BLE001 - the test reports whatever a writer raised
+            errors.append(error)
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads take turns inside each write
+    try:
+        threads = [threading.Thread(target=writer, args=(value,)) for value in values]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=120)
+    finally:
+        sys.setswitchinterval(before)
+    assert errors == []
+    assert json.loads(path.read_text()) in values
+    assert [p.name for p in tmp_path.iterdir()] == ["seat.json"]  # no temporary left behind

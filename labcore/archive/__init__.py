@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
+from labcore import durable
 from labcore.archive import models as archive_models
 from labcore.archive.models import KEY_PATTERN
 from labcore.data.upload import NAME_PATTERN, uploads_dir
@@ -197,15 +198,14 @@ def export(store: Store, path: Path | str, selection: Selection = Selection(), *
         "members": {name: {"sha256": digest, "size": size} for name, (digest, size) in sums.items()},
     }
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
+
+    def write(tmp: Path) -> None:
         with tarfile.open(tmp, "w:gz" if path.name.endswith(".gz") else "w") as tar:
             _add(tar, MANIFEST, json.dumps(manifest, indent=1, sort_keys=True).encode())
             for name, data in members:
                 _add(tar, name, data)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+
+    durable.write_file(path, write)  # whole or not at all, whoever else writes the same path at the same time
     return Exported(path=path, keys=tuple(keys), uploads=tuple(uploads),
                     skipped=tuple(k for k in chosen if k not in records), bytes=path.stat().st_size,
                     models=tuple(models), absent_models=tuple(absent))

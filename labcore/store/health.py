@@ -105,7 +105,8 @@ def disk_full_message(path: Path) -> str:
             f"then resume the job")
 
 
-# labcore.durable.temp_beside names a file being written ``.NAME.PID.tmp``, PID its writer.
+# labcore.durable.temp_beside names a file being written ``.NAME.THREAD.PID.tmp``, PID its writer (an older
+# lab's ``.NAME.PID.tmp`` reads the same: the name's last number is the pid).
 TEMPORARY = re.compile(r"^\.(.+)\.(\d+)\.tmp$")
 
 
