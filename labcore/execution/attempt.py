@@ -124,8 +124,7 @@ class OutputCapture:
         # the capture (a child the engine started holds its pipe) writes to it, and closed under it, its number
         # would go to the next file opened, which would then receive that child's output.
         self._close_lock = threading.Lock()
-        self._pumps_ended: set[int] = set()  # saved descriptors whose pump has ended
-        self._left_to_pumps: set[int] = set()  # saved descriptors the capture left for their pump to close
+        self._released: set[int] = set()  # saved descriptors one of the two is done with
 
     def __enter__(self) -> "OutputCapture":
         sys.stdout.flush()
@@ -161,10 +160,7 @@ class OutputCapture:
                 self.sink.log(pending.decode(errors="replace"), source)
         finally:
             os.close(read_end)
-            with self._close_lock:
-                self._pumps_ended.add(original)
-                if original in self._left_to_pumps:
-                    os.close(original)
+            self._release(original)
 
     def __exit__(self, *exc: Any) -> None:
         sys.stdout.flush()
@@ -174,12 +170,16 @@ class OutputCapture:
         for thread in self._threads:
             # A child process the engine started may still hold the pipe; do not wait for it forever.
             thread.join(timeout=self.join_s)
+        for saved in self._saved.values():
+            self._release(saved)
+
+    def _release(self, saved: int) -> None:
+        """The capture or a pump is done with ``saved``: the second of the two to say so closes it."""
         with self._close_lock:
-            for saved in self._saved.values():
-                if saved in self._pumps_ended:
-                    os.close(saved)
-                else:
-                    self._left_to_pumps.add(saved)  # its pump still writes there, and closes it when it ends
+            if saved in self._released:
+                os.close(saved)
+            else:
+                self._released.add(saved)
 
 
 def _write_all(fd: int, data: bytes) -> None:
